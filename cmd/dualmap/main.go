@@ -1,0 +1,94 @@
+// Command dualmap is the DualMap LLM request router: an Envoy ext_proc
+// server (serve), a trace-driven cluster simulator (sim), a simulated model
+// server (engine), a trace replayer (replay) and configuration tools (config).
+//
+// This file only dispatches subcommands; each lives in its own file.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// errUsage marks a command-line mistake: exit code 2.
+var errUsage = errors.New("usage")
+
+type command struct {
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) error
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"serve":   {"run the Envoy ext_proc routing server", notYet("serve", "the ext_proc server (issue: ext_proc routing server)")},
+		"sim":     {"run the trace-driven cluster simulator", notYet("sim", "the simulator (issue: trace-driven cluster simulator)")},
+		"engine":  {"run a simulated OpenAI-compatible model server", notYet("engine", "the simulated model server (issue: real Envoy end to end)")},
+		"replay":  {"replay a trace against an OpenAI-compatible URL", notYet("replay", "the trace replayer (issue: real Envoy end to end)")},
+		"config":  {"check a config file or print the defaults", notYet("config", "configuration files (issue: ext_proc routing server)")},
+		"version": {"print the version", runVersion},
+	}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes one subcommand and returns the process exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	cmds := commands()
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr, cmds)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "dualmap: unknown command %q\n", args[0])
+		usage(stderr, cmds)
+		return 2
+	}
+	if err := cmd.run(args[1:], stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "dualmap %s: %v\n", args[0], err)
+		if errors.Is(err, errUsage) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+func usage(w io.Writer, cmds map[string]command) {
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintln(w, "usage: dualmap <command> [flags]")
+	fmt.Fprintln(w, "\ncommands:")
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
+	}
+}
+
+// notYet is the body of a subcommand that is planned but not built.
+func notYet(name, what string) func([]string, io.Writer, io.Writer) error {
+	return func([]string, io.Writer, io.Writer) error {
+		return fmt.Errorf("not implemented yet: %s is not built in this version", what)
+	}
+}
+
+func runVersion(args []string, stdout, _ io.Writer) error {
+	if len(args) != 0 {
+		return fmt.Errorf("%w: version takes no arguments", errUsage)
+	}
+	fmt.Fprintf(stdout, "dualmap %s\n", version)
+	return nil
+}

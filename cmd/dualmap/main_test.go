@@ -1,0 +1,56 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestRun(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantOut  string
+		wantErr  string
+	}{
+		{name: "no args", args: nil, wantCode: 2, wantErr: "usage: dualmap"},
+		{name: "help", args: []string{"help"}, wantCode: 0, wantErr: "commands:"},
+		{name: "unknown", args: []string{"frobnicate"}, wantCode: 2, wantErr: `unknown command "frobnicate"`},
+		{name: "version", args: []string{"version"}, wantCode: 0, wantOut: "dualmap dev"},
+		{name: "version extra arg", args: []string{"version", "x"}, wantCode: 2, wantErr: "takes no arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(tt.args, &out, &errOut)
+			if code != tt.wantCode {
+				t.Errorf("run(%q) = %d, want %d (stderr %q)", tt.args, code, tt.wantCode, errOut.String())
+			}
+			if !strings.Contains(out.String(), tt.wantOut) {
+				t.Errorf("stdout = %q, want it to contain %q", out.String(), tt.wantOut)
+			}
+			if !strings.Contains(errOut.String(), tt.wantErr) {
+				t.Errorf("stderr = %q, want it to contain %q", errOut.String(), tt.wantErr)
+			}
+		})
+	}
+}
+
+// Every planned subcommand that is not built yet must fail loudly rather
+// than pretend to work.
+func TestUnbuiltCommandsFail(t *testing.T) {
+	for name := range commands() {
+		if name == "version" {
+			continue
+		}
+		var out, errOut bytes.Buffer
+		code := run([]string{name}, &out, &errOut)
+		if code == 0 && strings.Contains(errOut.String(), "not implemented") {
+			t.Errorf("run(%s) exited 0 but says not implemented", name)
+		}
+		if strings.Contains(errOut.String(), "not implemented") && code != 1 {
+			t.Errorf("run(%s) = %d, want 1 for an unbuilt command", name, code)
+		}
+	}
+}

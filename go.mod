@@ -1,0 +1,3 @@
+module github.com/dualmap/dualmap
+
+go 1.26
