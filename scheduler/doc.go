@@ -1,0 +1,23 @@
+// Package scheduler decides where an LLM request goes: the DualMap policy
+// (two consistent-hash rings give each prompt prefix a candidate pair; the
+// choice inside the pair is cache reuse by default and load when the TTFT SLO
+// is threatened) and the baseline policies it is compared with.
+//
+// It is pure: no network, no goroutines, no wall clock (the clock is injected
+// through Config.Now). The ext_proc server and the simulator drive the same
+// Scheduler through the same methods, so the simulator measures the code that
+// serves.
+//
+// The pieces, one file each:
+//   - ring.go: the consistent-hash rings and candidate sets (paper §3.5).
+//   - keydepth.go: the adaptive hash-key length, or prefix hotness table (§3.1).
+//   - kvindex.go: which chained block hashes each instance is believed to hold.
+//   - estimator.go: the TTFT estimator with an online per-token cost.
+//   - policy*.go: the routing policies, one per file, behind Policy.
+//   - queue.go: router-side per-instance queues with aging (§3.3).
+//   - rebalance.go: hotspot migration of queued requests inside the pair (§3.4).
+//   - scheduler.go: Scheduler, which owns all of the above behind one mutex.
+//
+// The package is not for parsing requests, tokenizing, or talking to Redis:
+// those are extproc, tokenize and state.
+package scheduler

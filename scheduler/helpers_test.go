@@ -1,0 +1,85 @@
+package scheduler
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeClock is an injected clock the tests advance by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Unix(1_700_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// pool returns n instances named 10.0.0.i:8000.
+func pool(n int) []Instance {
+	list := make([]Instance, n)
+	for i := range list {
+		list[i] = Instance{ID: fmt.Sprintf("10.0.%d.%d:8000", i/256, i%256)}
+	}
+	return list
+}
+
+// prompt returns a prompt of nblocks chained blocks whose first shared
+// blocks come from prefix id p and the rest from unique id u.
+func prompt(p, u uint64, shared, nblocks int) []uint64 {
+	b := make([]uint64, nblocks)
+	var h uint64
+	for i := range b {
+		id := u<<20 | uint64(i)
+		if i < shared {
+			id = p<<40 | uint64(i)
+		}
+		h = ChainHash(h, id)
+		b[i] = h
+	}
+	return b
+}
+
+func req(blocks []uint64) *Request {
+	return &Request{Blocks: blocks, Tokens: len(blocks) * 512}
+}
+
+func mustNew(t testing.TB, cfg Config, n int) (*Scheduler, *fakeClock) {
+	t.Helper()
+	clk := newFakeClock()
+	cfg.Now = clk.Now
+	s, err := New(cfg, pool(n))
+	if err != nil {
+		t.Fatalf("New() error = %v", err)
+	}
+	return s, clk
+}
+
+func route(t testing.TB, s *Scheduler, r *Request) {
+	t.Helper()
+	var out Outcome
+	if err := s.Route(r, &out); err != nil {
+		t.Fatalf("Route() error = %v", err)
+	}
+}
+
+func state(s *Scheduler, id string) InstanceState {
+	for _, st := range s.Instances() {
+		if st.ID == id {
+			return st
+		}
+	}
+	return InstanceState{}
+}

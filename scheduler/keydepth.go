@@ -1,0 +1,275 @@
+package scheduler
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// The adaptive hash-key length of DualMap (paper §3.1, "prefix hotness
+// tree"). A request's key is the chained hash of its first d blocks. Every
+// prefix starts with d = MinDepth; a prefix whose share of the traffic in a
+// sliding window exceeds SplitShare (default 2/n for n instances) is split:
+// requests under it get a key one block longer, so a hot prefix spreads over
+// several candidate pairs. A split prefix whose share falls below MergeShare
+// (default 1/n) and that has been split for at least one whole window is
+// merged back: its requests return to the shorter key.
+//
+// A request counts toward every prefix of its key, plus one block beyond it
+// (a look-ahead that lets a hot child split in the same round as its
+// parent). So a parent's share is all the traffic under it and a split hot
+// prefix never looks cold one level up, which would make it flap.
+//
+// Decisions are taken only when a window bucket closes, in a fixed order, so
+// two tables that see the same observations hold the same splits.
+
+// KeyDepthConfig configures the key-depth table. Zero values mean defaults.
+type KeyDepthConfig struct {
+	// MinDepth is the shortest key in blocks (default 2; the whole prompt
+	// when it is shorter). The Mooncake traces start every request with the
+	// same block, so a 1-block key sends everything to one pair.
+	MinDepth int
+	// MaxDepth bounds how far a key can grow (default 32 blocks).
+	MaxDepth int
+	// Fixed, when > 0, disables adaptation: every key is Fixed blocks long.
+	Fixed int
+	// Window is the sliding window in observed requests (default 2000).
+	Window int
+	// WindowDuration, when > 0, makes the window time-based instead.
+	WindowDuration time.Duration
+	// Buckets is how many parts the window is cut into; decisions are taken
+	// each time one closes (default 10).
+	Buckets int
+	// SplitShare and MergeShare override 2/n and 1/n (0 = the paper's rule).
+	SplitShare, MergeShare float64
+	// MaxSplits bounds the number of split prefixes (default 4096).
+	MaxSplits int
+}
+
+func (c KeyDepthConfig) withDefaults() KeyDepthConfig {
+	if c.MinDepth == 0 {
+		c.MinDepth = 2
+	}
+	if c.MaxDepth == 0 {
+		c.MaxDepth = 32
+	}
+	if c.Window == 0 {
+		c.Window = 2000
+	}
+	if c.Buckets == 0 {
+		c.Buckets = 10
+	}
+	if c.MaxSplits == 0 {
+		c.MaxSplits = 4096
+	}
+	return c
+}
+
+func (c KeyDepthConfig) validate() error {
+	switch {
+	case c.MinDepth < 1:
+		return fmt.Errorf("keydepth.min_depth must be >= 1, got %d", c.MinDepth)
+	case c.MaxDepth < c.MinDepth:
+		return fmt.Errorf("keydepth.max_depth (%d) must be >= min_depth (%d)", c.MaxDepth, c.MinDepth)
+	case c.Fixed < 0:
+		return fmt.Errorf("keydepth.fixed must be >= 0, got %d", c.Fixed)
+	case c.Buckets < 1 || c.Window < c.Buckets:
+		return fmt.Errorf("keydepth: window (%d) must be >= buckets (%d) >= 1", c.Window, c.Buckets)
+	case c.WindowDuration < 0:
+		return fmt.Errorf("keydepth.window_duration must be >= 0, got %v", c.WindowDuration)
+	case c.SplitShare < 0 || c.SplitShare > 1 || c.MergeShare < 0 || c.MergeShare > 1:
+		return fmt.Errorf("keydepth: split_share and merge_share must be in [0, 1]")
+	case c.SplitShare > 0 && c.MergeShare >= c.SplitShare:
+		return fmt.Errorf("keydepth: merge_share (%g) must be below split_share (%g)", c.MergeShare, c.SplitShare)
+	case c.MaxSplits < 0:
+		return fmt.Errorf("keydepth.max_splits must be >= 0, got %d", c.MaxSplits)
+	}
+	return nil
+}
+
+// keyDepth is the hotness table. Not safe for concurrent use: the Scheduler
+// guards it.
+type keyDepth struct {
+	cfg KeyDepthConfig
+	n   int // instances the shares are relative to
+
+	// split maps a split prefix (its chained hash) to the rotation at which
+	// it was split.
+	split map[uint64]uint64
+
+	counts      map[uint64]uint32   // window totals per prefix
+	buckets     []map[uint64]uint32 // per-bucket counts; cur is being filled
+	bucketTotal []int
+	total       int // requests in the window
+	cur         int
+	rotations   uint64
+	bucketStart time.Duration // time-based windows only
+	scratch     []uint64      // reused at rotation
+}
+
+func newKeyDepth(cfg KeyDepthConfig, n int) *keyDepth {
+	k := &keyDepth{
+		cfg:         cfg,
+		n:           n,
+		split:       make(map[uint64]uint64),
+		counts:      make(map[uint64]uint32),
+		buckets:     make([]map[uint64]uint32, cfg.Buckets),
+		bucketTotal: make([]int, cfg.Buckets),
+	}
+	for i := range k.buckets {
+		k.buckets[i] = make(map[uint64]uint32)
+	}
+	return k
+}
+
+// depth returns the key length in blocks for a prompt's chained hashes.
+// It does not allocate.
+func (k *keyDepth) depth(blocks []uint64) int {
+	L := len(blocks)
+	if k.cfg.Fixed > 0 {
+		return min(k.cfg.Fixed, L)
+	}
+	d := min(k.cfg.MinDepth, L)
+	for d < L && d < k.cfg.MaxDepth {
+		if _, ok := k.split[blocks[d-1]]; !ok {
+			break
+		}
+		d++
+	}
+	return d
+}
+
+// observe records one request whose key is d blocks long, at time now.
+func (k *keyDepth) observe(blocks []uint64, d int, now time.Duration) {
+	if k.cfg.Fixed > 0 || len(blocks) == 0 {
+		return
+	}
+	if k.cfg.WindowDuration > 0 {
+		step := k.cfg.WindowDuration / time.Duration(k.cfg.Buckets)
+		if step <= 0 {
+			step = 1
+		}
+		for now-k.bucketStart >= step {
+			k.rotate()
+			k.bucketStart += step
+			if now-k.bucketStart >= k.cfg.WindowDuration {
+				// Idle for more than a window: catch up in one jump.
+				k.bucketStart = now - now%step
+			}
+		}
+	}
+	last := min(d+1, len(blocks), k.cfg.MaxDepth)
+	b := k.buckets[k.cur]
+	for j := min(k.cfg.MinDepth, len(blocks)); j <= last; j++ {
+		h := blocks[j-1]
+		b[h]++
+		k.counts[h]++
+	}
+	k.bucketTotal[k.cur]++
+	k.total++
+	if k.cfg.WindowDuration == 0 && k.bucketTotal[k.cur] >= k.cfg.Window/k.cfg.Buckets {
+		k.rotate()
+	}
+}
+
+func (k *keyDepth) thresholds() (split, merge float64) {
+	n := float64(max(k.n, 1))
+	split, merge = k.cfg.SplitShare, k.cfg.MergeShare
+	if split == 0 {
+		split = 2 / n
+	}
+	if merge == 0 {
+		merge = 1 / n
+	}
+	return split, merge
+}
+
+// rotate closes the current bucket: it takes split and merge decisions on
+// the whole window, then drops the oldest bucket and starts a new one.
+func (k *keyDepth) rotate() {
+	k.rotations++
+	if k.total > 0 {
+		splitAt, mergeAt := k.thresholds()
+		total := float64(k.total)
+		// Merges first, so a cooled prefix frees its slot for a hot one.
+		k.scratch = k.scratch[:0]
+		for h, since := range k.split {
+			if float64(k.counts[h])/total < mergeAt && k.rotations-since >= uint64(k.cfg.Buckets) {
+				k.scratch = append(k.scratch, h)
+			}
+		}
+		for _, h := range k.scratch {
+			delete(k.split, h)
+		}
+		k.scratch = k.scratch[:0]
+		for h, c := range k.counts {
+			if _, ok := k.split[h]; !ok && float64(c)/total > splitAt {
+				k.scratch = append(k.scratch, h)
+			}
+		}
+		if len(k.split)+len(k.scratch) > k.cfg.MaxSplits {
+			// Keep the hottest; ties by hash, so the outcome is deterministic.
+			slices.SortFunc(k.scratch, func(a, b uint64) int {
+				if ca, cb := k.counts[a], k.counts[b]; ca != cb {
+					if ca > cb {
+						return -1
+					}
+					return 1
+				}
+				if a < b {
+					return -1
+				}
+				return 1
+			})
+			k.scratch = k.scratch[:max(0, k.cfg.MaxSplits-len(k.split))]
+		}
+		for _, h := range k.scratch {
+			k.split[h] = k.rotations
+		}
+	}
+	k.cur = (k.cur + 1) % len(k.buckets)
+	old := k.buckets[k.cur]
+	for h, c := range old {
+		if v := k.counts[h] - c; v == 0 {
+			delete(k.counts, h)
+		} else {
+			k.counts[h] = v
+		}
+	}
+	clear(old)
+	k.total -= k.bucketTotal[k.cur]
+	k.bucketTotal[k.cur] = 0
+}
+
+// setInstances changes n, the pool size the shares are relative to.
+func (k *keyDepth) setInstances(n int) { k.n = n }
+
+// KeyDepthState is the exportable state of the key-depth table: the set of
+// split prefixes. Replicas that hold the same state compute the same key,
+// hence the same candidate pair, for every prompt.
+type KeyDepthState struct {
+	// Splits are the chained hashes of split prefixes, ascending.
+	Splits []uint64
+}
+
+func (k *keyDepth) export() KeyDepthState {
+	s := KeyDepthState{Splits: make([]uint64, 0, len(k.split))}
+	for h := range k.split {
+		s.Splits = append(s.Splits, h)
+	}
+	slices.Sort(s.Splits)
+	return s
+}
+
+// importState replaces the split set. Imported splits count as split now,
+// so they are held at least one window before they can merge.
+func (k *keyDepth) importState(s KeyDepthState) {
+	clear(k.split)
+	for _, h := range s.Splits {
+		k.split[h] = k.rotations
+	}
+}
+
+// memory returns the number of prefixes the table tracks (for tests and
+// metrics): window counts plus splits.
+func (k *keyDepth) memory() int { return len(k.counts) + len(k.split) }

@@ -1,0 +1,195 @@
+package scheduler
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// feed observes count requests: a share hot of them under the hot prompt
+// (hot prefix of hotShared blocks), the rest unique.
+func feed(k *keyDepth, rng *rand.Rand, count int, hot float64, hotPrompt func(int) []uint64, next *uint64) {
+	for i := 0; i < count; i++ {
+		var b []uint64
+		if rng.Float64() < hot {
+			b = hotPrompt(i)
+		} else {
+			*next++
+			b = prompt(*next, *next, 0, 8)
+		}
+		k.observe(b, k.depth(b), 0)
+	}
+}
+
+func TestKeyDepthSplitsHotPrefixAndMergesWhenCold(t *testing.T) {
+	const n = 8
+	k := newKeyDepth(KeyDepthConfig{}.withDefaults(), n)
+	rng := rand.New(rand.NewPCG(1, 1))
+	var next uint64 = 1000
+	// 40% of traffic shares a 6-block prefix (then unique tails): far above 2/n = 25%.
+	hotPrompt := func(i int) []uint64 { return prompt(7, uint64(rng.IntN(1<<30)), 6, 10) }
+	probe := prompt(7, 99, 6, 10)
+	if got := k.depth(probe); got != 2 {
+		t.Fatalf("depth() before traffic = %d, want 2", got)
+	}
+	feed(k, rng, 20000, 0.4, hotPrompt, &next)
+	if got := k.depth(probe); got < 7 {
+		t.Errorf("depth() of hot prefix = %d, want >= 7 (split past the 6 shared blocks)", got)
+	}
+	cold := prompt(123456, 123456, 0, 8)
+	if got := k.depth(cold); got != 2 {
+		t.Errorf("depth() of cold prompt = %d, want 2", got)
+	}
+	// Hot prefix goes quiet: after a few windows it merges back.
+	feed(k, rng, 20000, 0, hotPrompt, &next)
+	if got := k.depth(probe); got != 2 {
+		t.Errorf("depth() after cooling = %d, want 2 (merged)", got)
+	}
+	if len(k.split) != 0 {
+		t.Errorf("splits after cooling = %d, want 0", len(k.split))
+	}
+}
+
+// A share between 1/n and 2/n neither splits a cold prefix nor merges a
+// split one: the hysteresis band.
+func TestKeyDepthHysteresis(t *testing.T) {
+	const n = 8 // split above 25%, merge below 12.5%
+	k := newKeyDepth(KeyDepthConfig{}.withDefaults(), n)
+	rng := rand.New(rand.NewPCG(2, 2))
+	var next uint64 = 1 << 30
+	hotPrompt := func(i int) []uint64 { return prompt(9, uint64(rng.IntN(1<<30)), 3, 6) }
+	probe := prompt(9, 1, 3, 6)
+	feed(k, rng, 10000, 0.18, hotPrompt, &next)
+	if got := k.depth(probe); got != 2 {
+		t.Fatalf("depth() at 18%% share = %d, want 2 (below split threshold)", got)
+	}
+	feed(k, rng, 10000, 0.4, hotPrompt, &next)
+	if got := k.depth(probe); got < 3 {
+		t.Fatalf("depth() at 40%% share = %d, want >= 3", got)
+	}
+	feed(k, rng, 10000, 0.18, hotPrompt, &next)
+	if got := k.depth(probe); got < 3 {
+		t.Errorf("depth() back at 18%% share = %d, want still split (hysteresis)", got)
+	}
+}
+
+// Splitting a hot prefix must not make its parent look cold: requests count
+// toward every prefix of their key, so the split parent keeps its share and
+// stays split while the traffic lasts (no flapping).
+func TestKeyDepthNoFlap(t *testing.T) {
+	k := newKeyDepth(KeyDepthConfig{}.withDefaults(), 8)
+	rng := rand.New(rand.NewPCG(3, 3))
+	var next uint64 = 1 << 31
+	hotPrompt := func(i int) []uint64 { return prompt(11, uint64(rng.IntN(1<<30)), 4, 8) }
+	probe := prompt(11, 5, 4, 8)
+	feed(k, rng, 4000, 0.5, hotPrompt, &next)
+	want := k.depth(probe)
+	for round := 0; round < 20; round++ {
+		feed(k, rng, 500, 0.5, hotPrompt, &next)
+		if got := k.depth(probe); got != want {
+			t.Fatalf("round %d: depth() = %d, want stable %d", round, got, want)
+		}
+	}
+}
+
+func TestKeyDepthDeterministicAndExportImport(t *testing.T) {
+	run := func() *keyDepth {
+		k := newKeyDepth(KeyDepthConfig{}.withDefaults(), 8)
+		rng := rand.New(rand.NewPCG(4, 4))
+		var next uint64 = 1 << 32
+		feed(k, rng, 5000, 0.6, func(i int) []uint64 { return prompt(uint64(i%2), uint64(rng.IntN(1<<30)), 5, 9) }, &next)
+		return k
+	}
+	a, b := run(), run()
+	ea, eb := a.export(), b.export()
+	if !slices.Equal(ea.Splits, eb.Splits) || len(ea.Splits) == 0 {
+		t.Fatalf("export() differs between identical runs or is empty: %v vs %v", ea.Splits, eb.Splits)
+	}
+	c := newKeyDepth(KeyDepthConfig{}.withDefaults(), 8)
+	c.importState(ea)
+	for i := uint64(0); i < 2; i++ {
+		p := prompt(i, 77, 5, 9)
+		if a.depth(p) <= 2 {
+			t.Fatalf("depth() of a 30%% prefix = %d, want > 2", a.depth(p))
+		}
+		if a.depth(p) != c.depth(p) {
+			t.Errorf("depth() after import = %d, want %d", c.depth(p), a.depth(p))
+		}
+	}
+}
+
+func TestKeyDepthBoundedMemory(t *testing.T) {
+	cfg := KeyDepthConfig{Window: 1000}.withDefaults()
+	k := newKeyDepth(cfg, 8)
+	rng := rand.New(rand.NewPCG(5, 5))
+	for i := 0; i < 100000; i++ {
+		b := prompt(rng.Uint64(), rng.Uint64(), 0, 40)
+		k.observe(b, k.depth(b), 0)
+	}
+	// Each request counts at most 2 prefixes here (depth 2 plus look-ahead).
+	if m := k.memory(); m > 2*cfg.Window+cfg.MaxSplits {
+		t.Errorf("memory() = %d, want <= %d", m, 2*cfg.Window+cfg.MaxSplits)
+	}
+}
+
+func TestKeyDepthTimeWindow(t *testing.T) {
+	cfg := KeyDepthConfig{WindowDuration: 10 * time.Second}.withDefaults()
+	k := newKeyDepth(cfg, 8)
+	probe := prompt(1, 2, 4, 6)
+	now := time.Duration(0)
+	for i := 0; i < 2000; i++ { // 100 req/s, all under one prefix
+		now += 10 * time.Millisecond
+		b := prompt(1, uint64(i), 4, 6)
+		k.observe(b, k.depth(b), now)
+	}
+	if k.depth(probe) < 3 {
+		t.Fatalf("depth() = %d, want split under a time window", k.depth(probe))
+	}
+	// Long silence then other traffic: the window forgets and merges.
+	for i := 0; i < 3000; i++ {
+		now += 10 * time.Millisecond
+		b := prompt(uint64(10+i), uint64(i), 0, 6)
+		k.observe(b, k.depth(b), now+time.Minute)
+	}
+	if got := k.depth(probe); got != 2 {
+		t.Errorf("depth() after the window moved on = %d, want 2", got)
+	}
+}
+
+func TestKeyDepthFixedAndShortPrompts(t *testing.T) {
+	fixed := newKeyDepth(KeyDepthConfig{Fixed: 4}.withDefaults(), 8)
+	tests := []struct {
+		name string
+		k    *keyDepth
+		n    int
+		want int
+	}{
+		{"fixed long", fixed, 10, 4},
+		{"fixed short", fixed, 3, 3},
+		{"adaptive one block", newKeyDepth(KeyDepthConfig{}.withDefaults(), 8), 1, 1},
+		{"adaptive empty", newKeyDepth(KeyDepthConfig{}.withDefaults(), 8), 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.k.depth(prompt(1, 1, 0, tt.n)); got != tt.want {
+				t.Errorf("depth() = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestKeyDepthConfigValidate(t *testing.T) {
+	bad := []KeyDepthConfig{
+		{MinDepth: -1},
+		{MinDepth: 4, MaxDepth: 3},
+		{Window: 5, Buckets: 10},
+		{SplitShare: 0.1, MergeShare: 0.2},
+		{Fixed: -2},
+	}
+	for _, c := range bad {
+		if err := c.withDefaults().validate(); err == nil {
+			t.Errorf("validate(%+v) = nil, want an error", c)
+		}
+	}
+}

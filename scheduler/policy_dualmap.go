@@ -1,0 +1,119 @@
+package scheduler
+
+import "math"
+
+// DualMap's choice inside the candidate pair (paper §3.2). Cache reuse is
+// the default: the candidate holding the longer cached prefix wins, unless
+// its estimated TTFT exceeds headroom x SLO; then the candidate with the
+// lower estimated TTFT wins. Equal cached prefixes (the cold case included)
+// go to the lower estimated TTFT. With overflow "global", a request whose
+// candidates would all miss the SLO goes to the instance with the lowest
+// estimated TTFT in the whole pool: the escape valve for a prefix hotter
+// than one pair can absorb.
+//
+// Parameters:
+//   - headroom (default 1.0, in (0, 4]): fraction of the SLO the cache
+//     choice may use before load wins. The authors' code used 0.5.
+//   - overflow: none (default, as in the paper) | global.
+//   - choice: slo (default) | cache | load | min-ttft. The last three are
+//     the paper's ablations: cache only, load only, min-TTFT inside the pair.
+//   - rebalance (default true): let the hotspot rebalancer migrate queued
+//     requests to their other candidate.
+type dualMap struct {
+	headroom float64
+	overflow bool
+	choice   string
+	rebal    bool
+}
+
+func init() { register("dualmap", newDualMap) }
+
+func newDualMap(p Params) (policy, error) {
+	if err := p.check("headroom", "overflow", "choice", "rebalance"); err != nil {
+		return nil, err
+	}
+	d := &dualMap{}
+	var err error
+	if d.headroom, err = p.float("headroom", 1.0, 0.01, 4); err != nil {
+		return nil, err
+	}
+	ov, err := p.str("overflow", "none", "none", "global")
+	if err != nil {
+		return nil, err
+	}
+	d.overflow = ov == "global"
+	if d.choice, err = p.str("choice", "slo", "slo", "cache", "load", "min-ttft"); err != nil {
+		return nil, err
+	}
+	if d.rebal, err = p.boolean("rebalance", true); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *dualMap) rebalance() bool { return d.rebal }
+
+func (d *dualMap) pick(v *view, r *Request, cands []int32) (choice, error) {
+	if len(cands) == 0 {
+		return choice{}, ErrNoEndpoint
+	}
+	var cached [maxCandidates]int
+	var est [maxCandidates]float64
+	byCache, byTTFT, byLoad := 0, 0, 0
+	allEqual := true
+	for k, c := range cands {
+		cached[k] = v.cached(c, r)
+		est[k] = v.ttft(c, r, cached[k])
+		if k == 0 {
+			continue
+		}
+		if cached[k] != cached[0] {
+			allEqual = false
+		}
+		if cached[k] > cached[byCache] || (cached[k] == cached[byCache] && est[k] < est[byCache]) {
+			byCache = k
+		}
+		if est[k] < est[byTTFT] {
+			byTTFT = k
+		}
+		if v.members[c].ahead() < v.members[cands[byLoad]].ahead() {
+			byLoad = k
+		}
+	}
+	pick, reason := byCache, ReasonCache
+	switch {
+	case len(cands) == 1:
+		reason = ReasonOnly
+	case d.choice == "cache":
+		if allEqual {
+			reason = ReasonTie
+		}
+	case d.choice == "load":
+		pick, reason = byLoad, ReasonLoad
+	case d.choice == "min-ttft":
+		pick, reason = byTTFT, ReasonLoad
+	case allEqual:
+		pick, reason = byTTFT, ReasonTie
+	case est[byCache] > d.headroom*v.slo:
+		pick, reason = byTTFT, ReasonLoad
+	}
+	if d.overflow && est[pick] > v.slo && est[byTTFT] > v.slo {
+		if g, t := v.minTTFT(r); g >= 0 && t < est[byTTFT] {
+			return choice{inst: g, fallback: cands[pick], reason: ReasonOverflow}, nil
+		}
+	}
+	fb := int32(-1)
+	if len(cands) > 1 {
+		// The fallback is the best of the others by estimated TTFT.
+		bestT := math.Inf(1)
+		for k, c := range cands {
+			if k != pick && est[k] < bestT {
+				fb, bestT = c, est[k]
+			}
+		}
+	}
+	return choice{inst: cands[pick], fallback: fb, reason: reason}, nil
+}
+
+var _ policy = (*dualMap)(nil)
+var _ rebalancing = (*dualMap)(nil)

@@ -1,0 +1,213 @@
+package scheduler
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Hotspot-aware rebalancing (DualMap paper §3.4): cuckoo-style migration of
+// queued requests inside their candidate set, without recursive eviction.
+//
+// An instance is a hotspot when its queued plus pending prefill exceeds
+// PendingTokens (default: the work it can clear within the SLO, SLO / its
+// per-token cost) or its oldest queued request waited OldestWait. For each
+// request queued there, the benefit of moving it to its best other
+// candidate j is
+//
+//	B = TTFT(r, source) - TTFT(r, j)
+//
+// and a move is allowed when B > 0 and TTFT(r, j) is within r's SLO.
+// Moves are taken in descending B, re-checked against the loads the
+// earlier moves of the round left, while the source is still over its
+// threshold (a request that itself waited OldestWait may move after that).
+// One bounded round (MaxMoves) per Tick. Only candidates are targets unless
+// Neighbor is set (the authors' code also tried source+1 mod n, which breaks
+// the pair's cache locality; off by default).
+//
+// Plan and Apply are separate so that several replicas can agree on which
+// moves to make (through shared state) before any is made.
+
+// RebalanceConfig configures the rebalancer. Zero values mean defaults.
+type RebalanceConfig struct {
+	// PendingTokens is the hotspot threshold in tokens of queued plus
+	// pending prefill (default 0: SLO / the instance's per-token cost).
+	PendingTokens int
+	// OldestWait marks an instance whose oldest queued request waited this
+	// long as a hotspot (default 3s; negative: off).
+	OldestWait time.Duration
+	// MaxMoves bounds one round (default 64).
+	MaxMoves int
+	// Neighbor allows the next member (in ring-member order) as a target
+	// when no candidate accepts a request.
+	Neighbor bool
+}
+
+func (c RebalanceConfig) withDefaults() RebalanceConfig {
+	if c.OldestWait == 0 {
+		c.OldestWait = 3 * time.Second
+	}
+	if c.MaxMoves == 0 {
+		c.MaxMoves = 64
+	}
+	return c
+}
+
+func (c RebalanceConfig) validate() error {
+	switch {
+	case c.PendingTokens < 0:
+		return fmt.Errorf("rebalance.pending_tokens must be >= 0, got %d", c.PendingTokens)
+	case c.MaxMoves < 0:
+		return fmt.Errorf("rebalance.max_moves must be >= 0, got %d", c.MaxMoves)
+	}
+	return nil
+}
+
+// Move is one planned migration.
+type Move struct {
+	Request  *Request
+	From, To string
+	// Benefit is the estimated TTFT saved when planned.
+	Benefit time.Duration
+
+	from, to *instance
+	toCached int
+}
+
+// Plan returns the moves one rebalancing round would make now, without
+// making them. The slice is the caller's.
+func (s *Scheduler) Plan() []Move {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.plan(s.now()))
+}
+
+// Apply makes the moves that are still valid (request still queued at From,
+// To still ready) and returns how many it made. Migrated requests that
+// become dispatchable appear in out.Dispatched.
+func (s *Scheduler) Apply(moves []Move, out *Outcome) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.apply(moves, s.now(), out)
+}
+
+func (s *Scheduler) threshold(in *instance) int {
+	if t := s.cfg.Rebalance.PendingTokens; t > 0 {
+		return t
+	}
+	return int(s.cfg.SLO.Seconds() / in.est.cost)
+}
+
+// plan fills s.moves. The result aliases scheduler scratch space.
+func (s *Scheduler) plan(now time.Duration) []Move {
+	cfg := &s.cfg.Rebalance
+	s.moves = s.moves[:0]
+	clear(s.added)
+	for _, src := range s.members {
+		if !src.ready() || len(src.queue) == 0 || len(s.moves) >= cfg.MaxMoves {
+			continue
+		}
+		thr := s.threshold(src)
+		oldest := time.Duration(0)
+		for _, r := range src.queue {
+			oldest = max(oldest, now-r.enqueued)
+		}
+		stuck := cfg.OldestWait > 0 && oldest >= cfg.OldestWait
+		if src.ahead() <= thr && !stuck {
+			continue
+		}
+		first := len(s.moves)
+		for _, r := range src.queue {
+			if m, ok := s.bestMove(r, src, src.ahead(), now); ok {
+				s.moves = append(s.moves, m)
+			}
+		}
+		cand := s.moves[first:]
+		slices.SortFunc(cand, func(a, b Move) int {
+			if a.Benefit != b.Benefit {
+				if a.Benefit > b.Benefit {
+					return -1
+				}
+				return 1
+			}
+			return int(a.Request.enqueued - b.Request.enqueued)
+		})
+		// Greedy, re-checked against the loads earlier moves left.
+		load := src.ahead()
+		kept := first
+		for _, m := range cand {
+			if kept >= cfg.MaxMoves {
+				break
+			}
+			r := m.Request
+			waitedOut := cfg.OldestWait > 0 && now-r.enqueued >= cfg.OldestWait
+			if load <= thr && !waitedOut {
+				continue
+			}
+			m2, ok := s.bestMove(r, src, load, now)
+			if !ok {
+				continue
+			}
+			load -= r.uncached
+			s.added[m2.to.idx] += r.Tokens - m2.toCached
+			s.moves[kept] = m2
+			kept++
+		}
+		s.moves = s.moves[:kept]
+	}
+	return s.moves
+}
+
+// bestMove returns the most beneficial allowed move of r away from src,
+// whose queued plus pending work is srcLoad.
+func (s *Scheduler) bestMove(r *Request, src *instance, srcLoad int, now time.Duration) (Move, bool) {
+	slo := s.sloOf(r).Seconds()
+	from := src.est.ttft(srcLoad-r.uncached, r.uncached)
+	var best Move
+	found := false
+	try := func(to *instance) {
+		if to == src || !to.ready() {
+			return
+		}
+		cached := to.cachedTokens(r, s.cfg.BlockSize)
+		t := to.est.ttft(to.ahead()+s.added[to.idx], r.Tokens-cached)
+		b := from - t
+		if b <= 0 || t > slo || (found && seconds(b) <= best.Benefit) {
+			return
+		}
+		best = Move{Request: r, From: src.ID, To: to.ID, Benefit: seconds(b), from: src, to: to, toCached: cached}
+		found = true
+	}
+	for k := 0; k < r.ncand; k++ {
+		try(r.cand[k])
+	}
+	if !found && s.cfg.Rebalance.Neighbor && len(s.members) > 1 {
+		try(s.members[(src.idx+1)%len(s.members)])
+	}
+	return best, found
+}
+
+func (s *Scheduler) apply(moves []Move, now time.Duration, out *Outcome) int {
+	n := 0
+	for i := range moves {
+		m := &moves[i]
+		r := m.Request
+		if r.state != stateQueued || r.inst != m.from || m.to == nil || !m.to.ready() {
+			continue
+		}
+		s.dequeue(r)
+		r.Decision.Fallback = m.from.ID
+		r.Decision.Reason = ReasonMigrated
+		r.inst = m.to
+		r.cached = m.to.cachedTokens(r, s.cfg.BlockSize)
+		r.uncached = r.Tokens - r.cached
+		r.Decision.Instance = m.to.ID
+		r.Decision.CachedTokens = r.cached
+		r.Decision.EstimatedTTFT = seconds(m.to.est.ttft(m.to.ahead(), r.uncached))
+		s.enqueue(m.to, r, now)
+		s.stats.Migrations++
+		n++
+		s.drain(m.to, now, out)
+	}
+	return n
+}

@@ -1,0 +1,104 @@
+package scheduler
+
+import (
+	"errors"
+	"time"
+)
+
+// ErrNoEndpoint is returned when no ready (healthy, non-draining) instance
+// can take a request.
+var ErrNoEndpoint = errors.New("scheduler: no ready endpoint")
+
+// ErrBadRequest is returned for a request the scheduler cannot route
+// (negative token count, more blocks than tokens).
+var ErrBadRequest = errors.New("scheduler: bad request")
+
+// ErrNotQueued is returned when an operation needs a request that is waiting
+// in a router queue and it is not.
+var ErrNotQueued = errors.New("scheduler: request is not queued")
+
+// Request is one request as the scheduler sees it. The caller fills the
+// exported input fields, passes the same *Request to every call about it and
+// must not change them afterwards. The scheduler keeps the pointer until the
+// request is completed, cancelled or expired.
+type Request struct {
+	// Blocks are the chained hashes of the prompt's token blocks: equal
+	// values mean equal prefixes (see ChainHash).
+	Blocks []uint64
+	// Tokens is the prompt length in tokens.
+	Tokens int
+	// SLO is this request's TTFT objective; 0 means Config.SLO.
+	SLO time.Duration
+	// Tag is the caller's, untouched by the scheduler.
+	Tag any
+
+	// Decision is where the request went; set by Route and updated when the
+	// request is dispatched, migrated or re-routed.
+	Decision Decision
+
+	state      reqState
+	inst       *instance
+	cand       [maxCandidates]*instance // candidate set at routing time
+	ncand      int
+	cached     int // cached tokens on inst, estimated when routed or moved
+	uncached   int // Tokens - cached
+	arrived    time.Duration
+	enqueued   time.Duration
+	dispatched time.Duration
+	work       int    // tokens ahead + own uncached at dispatch (for learning)
+	qpos       int    // index in inst.queue while queued
+	key        uint64 // ring key: the chained hash of the first KeyDepth blocks
+	err        error  // why the scheduler gave up on it (Outcome.Failed)
+}
+
+type reqState uint8
+
+const (
+	stateNew reqState = iota
+	stateQueued
+	stateDispatched // sent, prefill not finished
+	statePrefilled  // first token seen
+	stateDone
+)
+
+// Queued reports whether the request waits in a router queue.
+func (r *Request) Queued() bool { return r.state == stateQueued }
+
+// Reason says why a policy chose an instance.
+type Reason uint8
+
+// Reasons, as reported in Decision.Reason and debug headers.
+const (
+	ReasonNone     Reason = iota
+	ReasonCache           // the candidate with the longer cached prefix
+	ReasonLoad            // cache choice would miss the SLO: lower estimated TTFT
+	ReasonTie             // equal cached prefixes: the less loaded
+	ReasonOverflow        // both candidates would miss the SLO: global minimum TTFT
+	ReasonOnly            // a single ready candidate
+	ReasonPolicy          // a baseline policy's own rule
+	ReasonMigrated        // moved by the rebalancer
+	ReasonRerouted        // its instance left, drained or failed while it waited
+)
+
+var reasonNames = [...]string{"none", "cache", "load", "tie", "overflow", "only", "policy", "migrated", "rerouted"}
+
+func (r Reason) String() string {
+	if int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return "unknown"
+}
+
+// Decision is a routing outcome.
+type Decision struct {
+	Instance string // id of the chosen instance
+	Fallback string // another candidate for failover, or ""
+	Reason   Reason
+	KeyDepth int // key length in blocks
+	// CachedTokens is the estimated cached prefix on Instance.
+	CachedTokens int
+	// EstimatedTTFT is the estimate on Instance when routed.
+	EstimatedTTFT time.Duration
+	// Queued is true while the request waits in Instance's router queue.
+	Queued bool
+}

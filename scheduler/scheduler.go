@@ -1,0 +1,591 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Config configures a Scheduler. The zero value of every field means the
+// default written next to it; DefaultConfig returns them filled in.
+type Config struct {
+	// Policy is the routing policy's name (default "dualmap"; see Policies).
+	Policy string
+	// Params are the policy's own parameters (see each policy file).
+	Params Params
+	// SLO is the default TTFT objective (default 5s).
+	SLO time.Duration
+	// BlockSize is the tokens per block of Request.Blocks (default 512).
+	BlockSize int
+	// Candidates is the number of hash rings, i.e. candidates per key
+	// (default 2; 1 to 4).
+	Candidates int
+	// VirtualNodes is the points per instance of weight 1 on each ring
+	// (default DefaultVirtualNodes).
+	VirtualNodes int
+	// CacheTokens is the KV-cache capacity of an instance in tokens when
+	// Instance.CacheTokens is 0 (default 1,200,000: 64 GiB of DRAM at
+	// Qwen2.5-7B's 57,344 bytes per token).
+	CacheTokens int
+	KeyDepth    KeyDepthConfig
+	Cost        CostConfig
+	Queue       QueueConfig
+	Rebalance   RebalanceConfig
+	// Now is the clock (default time.Now). The simulator injects its own.
+	Now func() time.Time
+}
+
+// DefaultConfig returns the configuration with every default filled in.
+func DefaultConfig() Config { return Config{}.withDefaults() }
+
+func (c Config) withDefaults() Config {
+	if c.Policy == "" {
+		c.Policy = "dualmap"
+	}
+	if c.SLO == 0 {
+		c.SLO = 5 * time.Second
+	}
+	if c.BlockSize == 0 {
+		c.BlockSize = 512
+	}
+	if c.Candidates == 0 {
+		c.Candidates = 2
+	}
+	if c.VirtualNodes == 0 {
+		c.VirtualNodes = DefaultVirtualNodes
+	}
+	if c.CacheTokens == 0 {
+		c.CacheTokens = 1_200_000
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	c.KeyDepth = c.KeyDepth.withDefaults()
+	c.Cost = c.Cost.withDefaults()
+	c.Queue = c.Queue.withDefaults()
+	c.Rebalance = c.Rebalance.withDefaults()
+	return c
+}
+
+// Validate reports the first invalid field of c (after defaults).
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.SLO < 0:
+		return fmt.Errorf("slo must be > 0, got %v", c.SLO)
+	case c.BlockSize < 1:
+		return fmt.Errorf("block_size must be >= 1, got %d", c.BlockSize)
+	case c.Candidates < 1 || c.Candidates > maxCandidates:
+		return fmt.Errorf("candidates must be in [1, %d], got %d", maxCandidates, c.Candidates)
+	case c.VirtualNodes < 1:
+		return fmt.Errorf("virtual_nodes must be >= 1, got %d", c.VirtualNodes)
+	case c.CacheTokens < 0:
+		return fmt.Errorf("cache_tokens must be >= 0, got %d", c.CacheTokens)
+	}
+	for _, err := range []error{c.KeyDepth.validate(), c.Cost.validate(), c.Queue.validate(), c.Rebalance.validate()} {
+		if err != nil {
+			return err
+		}
+	}
+	if _, err := newPolicy(c.Policy, c.Params); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Outcome collects what one call caused besides its own result. The caller
+// owns it, may reuse it (Reset) and must act on both lists.
+type Outcome struct {
+	// Dispatched requests must now be sent to their Decision.Instance.
+	Dispatched []*Request
+	// Failed requests were given up: expired in a queue, or no instance
+	// could take them when theirs left. Err says why.
+	Failed []*Request
+}
+
+// Reset empties the lists, keeping their storage.
+func (o *Outcome) Reset() {
+	clear(o.Dispatched)
+	clear(o.Failed)
+	o.Dispatched, o.Failed = o.Dispatched[:0], o.Failed[:0]
+}
+
+// Err returns why the scheduler gave up on r (it is in Outcome.Failed).
+func (r *Request) Err() error { return r.err }
+
+// Stats are cumulative counters.
+type Stats struct {
+	Routed, Dispatched, Completed, Cancelled uint64
+	Migrations, Rerouted, Expired, Failed    uint64
+}
+
+// Scheduler routes requests over a pool of instances. All methods are safe
+// for concurrent use; none blocks on anything but its own short lock, none
+// does I/O.
+type Scheduler struct {
+	cfg        Config
+	policy     policy
+	rebalances bool
+	epoch      time.Time
+
+	mu      sync.Mutex // guards every field below
+	members []*instance
+	byID    map[string]*instance
+	ready   []bool
+	nready  int
+	rings   ringSet
+	kd      *keyDepth
+	stats   Stats
+	moves   []Move // rebalancer scratch
+	added   []int  // rebalancer scratch, per member
+	reroute []*Request
+	view    view                 // policy input scratch
+	cands   [maxCandidates]int32 // policy input scratch
+}
+
+// New returns a Scheduler for cfg over instances (which may be empty).
+func New(cfg Config, instances []Instance) (*Scheduler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	pol, _ := newPolicy(cfg.Policy, cfg.Params) // validated above
+	s := &Scheduler{
+		cfg:    cfg,
+		policy: pol,
+		epoch:  cfg.Now(),
+		byID:   make(map[string]*instance),
+		kd:     newKeyDepth(cfg.KeyDepth, 0),
+	}
+	if rp, ok := pol.(rebalancing); ok {
+		s.rebalances = rp.rebalance()
+	}
+	if err := s.SetInstances(instances, nil); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Config returns the configuration in use, defaults filled in.
+func (s *Scheduler) Config() Config { return s.cfg }
+
+func (s *Scheduler) now() time.Duration { return s.cfg.Now().Sub(s.epoch) }
+
+func (s *Scheduler) sloOf(r *Request) time.Duration {
+	if r.SLO > 0 {
+		return r.SLO
+	}
+	return s.cfg.SLO
+}
+
+func checkRequest(r *Request) error {
+	if r.Tokens < 0 || len(r.Blocks) == 0 && r.Tokens > 0 {
+		return fmt.Errorf("%w: %d tokens in %d blocks", ErrBadRequest, r.Tokens, len(r.Blocks))
+	}
+	return nil
+}
+
+// keyOf is the ring key of a prompt whose key is d blocks long: the chained
+// hash of block d, which stands for the whole d-block prefix.
+func keyOf(blocks []uint64, d int) uint64 {
+	if d == 0 {
+		return 0
+	}
+	return blocks[d-1]
+}
+
+// Pick returns where r would go now, without routing it: no state changes,
+// no allocation. For debugging and benchmarks.
+func (s *Scheduler) Pick(r *Request) (Decision, error) {
+	if err := checkRequest(r); err != nil {
+		return Decision{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.kd.depth(r.Blocks)
+	key := keyOf(r.Blocks, d)
+	saved := r.key
+	r.key = key
+	ch, cands, n, err := s.choose(r, s.now())
+	r.key = saved
+	if err != nil {
+		return Decision{}, err
+	}
+	in := s.members[ch.inst]
+	cached := in.cachedTokens(r, s.cfg.BlockSize)
+	dec := Decision{
+		Instance:      in.ID,
+		Reason:        ch.reason,
+		KeyDepth:      d,
+		CachedTokens:  cached,
+		EstimatedTTFT: seconds(in.est.ttft(in.ahead(), r.Tokens-cached)),
+	}
+	if fb := s.fallback(ch, cands[:n]); fb != nil {
+		dec.Fallback = fb.ID
+	}
+	return dec, nil
+}
+
+// choose runs the policy for r at now.
+// The candidates are returned by value; the policy sees them through
+// scheduler-owned scratch space (s.view, s.cands), so nothing escapes to the
+// heap.
+func (s *Scheduler) choose(r *Request, now time.Duration) (choice, [maxCandidates]int32, int, error) {
+	if s.nready == 0 {
+		return choice{}, [maxCandidates]int32{}, 0, ErrNoEndpoint
+	}
+	n := s.rings.candidates(r.key, s.ready, &s.cands)
+	s.view = view{
+		members:   s.members,
+		ready:     s.ready,
+		nready:    s.nready,
+		rings:     &s.rings,
+		blockSize: s.cfg.BlockSize,
+		now:       now,
+		slo:       s.sloOf(r).Seconds(),
+	}
+	cands := s.cands
+	ch, err := s.policy.pick(&s.view, r, s.cands[:n])
+	if err == nil && (ch.inst < 0 || int(ch.inst) >= len(s.members) || !s.ready[ch.inst]) {
+		err = fmt.Errorf("scheduler: policy %s chose member %d, which is not ready", s.cfg.Policy, ch.inst)
+	}
+	return ch, cands, n, err
+}
+
+func (s *Scheduler) fallback(ch choice, cands []int32) *instance {
+	if ch.fallback >= 0 && ch.fallback != ch.inst {
+		return s.members[ch.fallback]
+	}
+	for _, c := range cands {
+		if c != ch.inst {
+			return s.members[c]
+		}
+	}
+	return nil
+}
+
+// Route routes r: it picks an instance and either dispatches r at once
+// (r then appears in out.Dispatched, r.Queued() is false) or queues it in
+// that instance's router queue, to be dispatched by a later call. Requests
+// that other calls dispatch or give up on appear in their Outcome.
+func (s *Scheduler) Route(r *Request, out *Outcome) error {
+	if err := checkRequest(r); err != nil {
+		return err
+	}
+	if r.state != stateNew {
+		return fmt.Errorf("%w: request routed twice", ErrBadRequest)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	d := s.kd.depth(r.Blocks)
+	r.arrived = now
+	r.key = keyOf(r.Blocks, d)
+	r.Decision = Decision{KeyDepth: d}
+	if err := s.place(r, now, ReasonNone, out); err != nil {
+		return err
+	}
+	s.kd.observe(r.Blocks, d, now)
+	s.stats.Routed++
+	return nil
+}
+
+// place chooses an instance for r and queues or dispatches it there.
+func (s *Scheduler) place(r *Request, now time.Duration, reason Reason, out *Outcome) error {
+	ch, cands, n, err := s.choose(r, now)
+	if err != nil {
+		return err
+	}
+	in := s.members[ch.inst]
+	r.ncand = n
+	for k := 0; k < n; k++ {
+		r.cand[k] = s.members[cands[k]]
+	}
+	r.Decision.Fallback = ""
+	if fb := s.fallback(ch, cands[:n]); fb != nil {
+		r.Decision.Fallback = fb.ID
+	}
+	if reason == ReasonNone {
+		reason = ch.reason
+	}
+	r.Decision.Reason = reason
+	s.assign(r, in, now, out)
+	return nil
+}
+
+// assign puts r in in's queue (with its cached estimate there) and lets the
+// queue dispatch what it can.
+func (s *Scheduler) assign(r *Request, in *instance, now time.Duration, out *Outcome) {
+	r.inst = in
+	r.cached = in.cachedTokens(r, s.cfg.BlockSize)
+	r.uncached = r.Tokens - r.cached
+	r.Decision.Instance = in.ID
+	r.Decision.CachedTokens = r.cached
+	r.Decision.EstimatedTTFT = seconds(in.est.ttft(in.ahead(), r.uncached))
+	if s.cfg.Queue.Budget == 0 {
+		s.dispatch(in, r, now, out)
+		return
+	}
+	s.enqueue(in, r, now)
+	s.drain(in, now, out)
+}
+
+// dispatch marks r as sent to in.
+func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration, out *Outcome) {
+	r.cached = in.cachedTokens(r, s.cfg.BlockSize) // may have grown while it waited
+	r.uncached = r.Tokens - r.cached
+	r.work = in.pendingTokens + r.uncached
+	in.pendingTokens += r.uncached
+	in.running++
+	in.kv.add(r.Blocks)
+	in.recent = in.recentLoad(now, prebleWindow) + float64(r.uncached)
+	in.recentAt = now
+	r.state = stateDispatched
+	r.dispatched = now
+	r.Decision.Queued = false
+	r.Decision.CachedTokens = r.cached
+	s.stats.Dispatched++
+	if out != nil {
+		out.Dispatched = append(out.Dispatched, r)
+	}
+}
+
+// FirstToken reports that r's first token arrived: its prefill is done.
+// It feeds the TTFT estimator and may dispatch queued requests.
+func (s *Scheduler) FirstToken(r *Request, out *Outcome) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.state != stateDispatched {
+		return
+	}
+	now := s.now()
+	in := r.inst
+	in.pendingTokens -= r.uncached
+	r.state = statePrefilled
+	in.est.observe(r.work, r.uncached, (now - r.dispatched).Seconds())
+	s.drainIfMember(in, now, out)
+}
+
+// Complete reports that r finished (successfully or not) and releases its
+// load. On a request still queued it is the same as Cancel.
+func (s *Scheduler) Complete(r *Request, out *Outcome) {
+	s.finish(r, out, true)
+}
+
+// Cancel withdraws r: from its queue if it waits, or releases its load if
+// it was dispatched (client gone, upstream failed).
+func (s *Scheduler) Cancel(r *Request, out *Outcome) {
+	s.finish(r, out, false)
+}
+
+func (s *Scheduler) finish(r *Request, out *Outcome, completed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := r.inst
+	switch r.state {
+	case stateNew, stateDone:
+		return
+	case stateQueued:
+		s.dequeue(r)
+		completed = false
+	case stateDispatched:
+		in.pendingTokens -= r.uncached
+		in.running--
+	case statePrefilled:
+		in.running--
+	}
+	r.state = stateDone
+	if completed {
+		s.stats.Completed++
+	} else {
+		s.stats.Cancelled++
+	}
+	s.drainIfMember(in, s.now(), out)
+}
+
+// Tick does the periodic work: it expires requests that waited longer than
+// Queue.MaxWait, runs one rebalancing round when the policy migrates, and
+// dispatches what the queues can. Call it every 50-200 ms.
+func (s *Scheduler) Tick(out *Outcome) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if s.cfg.Queue.MaxWait > 0 {
+		s.expire(now, out)
+	}
+	if s.rebalances {
+		s.apply(s.plan(now), now, out)
+	}
+	for _, in := range s.members {
+		if in.ready() {
+			s.drain(in, now, out)
+		}
+	}
+}
+
+func (s *Scheduler) drainIfMember(in *instance, now time.Duration, out *Outcome) {
+	if in != nil && in.idx >= 0 {
+		s.drain(in, now, out)
+	}
+}
+
+// Stats returns the cumulative counters.
+func (s *Scheduler) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Instances reports every member's state, in ring-member order.
+func (s *Scheduler) Instances() []InstanceState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := make([]InstanceState, len(s.members))
+	for i, in := range s.members {
+		st[i] = in.state()
+	}
+	return st
+}
+
+// KeyDepthState exports the key-depth table (for sharing with replicas).
+func (s *Scheduler) KeyDepthState() KeyDepthState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kd.export()
+}
+
+// ImportKeyDepth replaces the key-depth table's splits with st.
+func (s *Scheduler) ImportKeyDepth(st KeyDepthState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kd.importState(st)
+}
+
+// SetInstances makes list the pool. Members keep their state (queues,
+// cache index, learned cost) by id; new ones start empty; requests queued
+// for a removed member are re-routed to their new pair (out.Dispatched, or
+// out.Failed if no instance is ready). Requests already dispatched to a
+// removed member are unaffected: finish them as usual.
+func (s *Scheduler) SetInstances(list []Instance, out *Outcome) error {
+	if err := validateInstances(list); err != nil {
+		return fmt.Errorf("scheduler: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keep := make(map[string]bool, len(list))
+	members := make([]*instance, len(list))
+	ids := make([]string, len(list))
+	weights := make([]float64, len(list))
+	for i, spec := range list {
+		keep[spec.ID] = true
+		in := s.byID[spec.ID]
+		if in == nil {
+			in = &instance{healthy: true}
+			in.est = estimator{cfg: &s.cfg.Cost, cost: s.cfg.Cost.PerToken}
+			s.byID[spec.ID] = in
+		}
+		in.Instance = spec
+		capTokens := spec.CacheTokens
+		if capTokens == 0 {
+			capTokens = s.cfg.CacheTokens
+		}
+		if in.kv == nil {
+			in.kv = newKVIndex(capTokens / s.cfg.BlockSize)
+		} else {
+			in.kv.setCapacity(capTokens / s.cfg.BlockSize)
+		}
+		in.idx = i
+		members[i] = in
+		ids[i], weights[i] = spec.ID, spec.Weight
+	}
+	s.reroute = s.reroute[:0]
+	for id, in := range s.byID {
+		if !keep[id] {
+			s.reroute = append(s.reroute, in.queue...)
+			for _, r := range in.queue {
+				in.queuedTokens -= r.uncached
+			}
+			in.queue = nil
+			in.idx = -1
+			delete(s.byID, id)
+		}
+	}
+	s.members = members
+	s.rings = newRingSet(s.cfg.Candidates, ids, weights, s.cfg.VirtualNodes)
+	s.added = make([]int, len(members))
+	s.refreshReady()
+	s.rerouteAll(out)
+	return nil
+}
+
+// SetHealthy marks an instance healthy or not. Requests queued for an
+// instance that stops being ready are re-routed.
+func (s *Scheduler) SetHealthy(id string, healthy bool, out *Outcome) error {
+	return s.setFlag(id, out, func(in *instance) { in.healthy = healthy })
+}
+
+// SetDraining marks an instance draining (it takes no new requests; those
+// dispatched to it finish) or not.
+func (s *Scheduler) SetDraining(id string, draining bool, out *Outcome) error {
+	return s.setFlag(id, out, func(in *instance) { in.draining = draining })
+}
+
+// ErrUnknownInstance is returned for an id that is not a member.
+var ErrUnknownInstance = errors.New("scheduler: unknown instance")
+
+func (s *Scheduler) setFlag(id string, out *Outcome, set func(*instance)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.byID[id]
+	if in == nil {
+		return fmt.Errorf("%w %q", ErrUnknownInstance, id)
+	}
+	set(in)
+	s.refreshReady()
+	if !in.ready() && len(in.queue) > 0 {
+		s.reroute = append(s.reroute[:0], in.queue...)
+		for len(in.queue) > 0 {
+			s.dequeue(in.queue[len(in.queue)-1])
+		}
+		s.rerouteAll(out)
+	}
+	return nil
+}
+
+func (s *Scheduler) refreshReady() {
+	if cap(s.ready) < len(s.members) {
+		s.ready = make([]bool, len(s.members))
+	}
+	s.ready = s.ready[:len(s.members)]
+	s.nready = 0
+	for i, in := range s.members {
+		s.ready[i] = in.ready()
+		if s.ready[i] {
+			s.nready++
+		}
+	}
+	s.kd.setInstances(max(s.nready, 1))
+}
+
+// rerouteAll places every request of s.reroute again, keeping its key.
+func (s *Scheduler) rerouteAll(out *Outcome) {
+	now := s.now()
+	for _, r := range s.reroute {
+		r.state = stateNew
+		r.inst = nil
+		if err := s.place(r, now, ReasonRerouted, out); err != nil {
+			r.state, r.err = stateDone, err
+			s.stats.Failed++
+			if out != nil {
+				out.Failed = append(out.Failed, r)
+			}
+			continue
+		}
+		s.stats.Rerouted++
+	}
+	clear(s.reroute)
+	s.reroute = s.reroute[:0]
+}
+
+func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
