@@ -15,7 +15,7 @@ func TestPolicyConformanceEmptyPool(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s, _ := mustNew(t, Config{Policy: name}, 0)
 			r := req(prompt(1, 1, 0, 4))
-			if err := s.Route(r, &Outcome{}); !errors.Is(err, ErrNoEndpoint) {
+			if _, err := s.Route(r, &Outcome{}); !errors.Is(err, ErrNoEndpoint) {
 				t.Errorf("Route() on empty pool error = %v, want ErrNoEndpoint", err)
 			}
 			if _, err := s.Pick(r); !errors.Is(err, ErrNoEndpoint) {
@@ -40,7 +40,7 @@ func TestPolicyConformanceNoReadyInstance(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := s.Route(req(prompt(1, 1, 0, 4)), &Outcome{}); !errors.Is(err, ErrNoEndpoint) {
+			if _, err := s.Route(req(prompt(1, 1, 0, 4)), &Outcome{}); !errors.Is(err, ErrNoEndpoint) {
 				t.Errorf("Route() error = %v, want ErrNoEndpoint", err)
 			}
 		})
@@ -75,7 +75,7 @@ func TestPolicyConformanceAlwaysReady(t *testing.T) {
 					}
 				}
 				r := req(prompt(uint64(rng.IntN(20)), uint64(i), rng.IntN(4), 1+rng.IntN(12)))
-				err := s.Route(r, &out)
+				dec, err := s.Route(r, &out)
 				if len(unready) == n && allTrue(unready) {
 					continue
 				}
@@ -85,8 +85,8 @@ func TestPolicyConformanceAlwaysReady(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Route() error = %v", err)
 				}
-				if unready[r.Decision.Instance] {
-					t.Fatalf("Route() = %s, which is not ready", r.Decision.Instance)
+				if unready[dec.Instance] {
+					t.Fatalf("Route() = %s, which is not ready", dec.Instance)
 				}
 				inflight = append(inflight, r)
 				clk.Advance(7_000_000)
@@ -137,7 +137,7 @@ func warm(t testing.TB, s *Scheduler, count int) {
 	var out Outcome
 	for i := 0; i < count; i++ {
 		r := req(prompt(uint64(rng.IntN(30)), uint64(i), 1+rng.IntN(6), 2+rng.IntN(14)))
-		if err := s.Route(r, &out); err != nil {
+		if _, err := s.Route(r, &out); err != nil {
 			t.Fatal(err)
 		}
 		if i%3 != 0 {
@@ -163,20 +163,21 @@ func TestPolicyConformanceConcurrent(t *testing.T) {
 					var out Outcome
 					for i := 0; i < 300; i++ {
 						r := req(prompt(uint64(rng.IntN(10)), uint64(g<<20|i), 2, 4+rng.IntN(8)))
-						if err := s.Route(r, &out); err != nil {
+						dec, err := s.Route(r, &out)
+						if err != nil {
 							t.Errorf("Route() error = %v", err)
 							return
 						}
 						clk.Advance(1_000_000)
-						if r.Queued() {
+						if dec.Queued {
 							s.Cancel(r, &out)
 						} else {
 							s.FirstToken(r, &out)
 							s.Complete(r, &out)
 						}
 						for _, d := range out.Dispatched {
-							s.FirstToken(d, nil)
-							s.Complete(d, nil)
+							s.FirstToken(d.Request, nil)
+							s.Complete(d.Request, nil)
 						}
 						out.Reset()
 					}
@@ -193,7 +194,7 @@ func TestPolicyConformanceConcurrent(t *testing.T) {
 					_ = s.KeyDepthState()
 					_ = s.SetDraining(pool(8)[i%8].ID, i%2 == 0, &out)
 					for _, d := range out.Dispatched {
-						s.Complete(d, nil)
+						s.Complete(d.Request, nil)
 					}
 					out.Reset()
 				}
@@ -255,13 +256,13 @@ func TestBadInstances(t *testing.T) {
 func TestBadRequest(t *testing.T) {
 	s, _ := mustNew(t, Config{}, 2)
 	for _, r := range []*Request{{Tokens: -1}, {Tokens: 5}} {
-		if err := s.Route(r, nil); !errors.Is(err, ErrBadRequest) {
+		if _, err := s.Route(r, nil); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("Route(%+v) error = %v, want ErrBadRequest", r, err)
 		}
 	}
 	r := req(prompt(1, 1, 0, 2))
 	route(t, s, r)
-	if err := s.Route(r, nil); !errors.Is(err, ErrBadRequest) {
+	if _, err := s.Route(r, nil); !errors.Is(err, ErrBadRequest) {
 		t.Errorf("second Route() error = %v, want ErrBadRequest", err)
 	}
 }

@@ -67,12 +67,14 @@ func mustNew(t testing.TB, cfg Config, n int) (*Scheduler, *fakeClock) {
 	return s, clk
 }
 
-func route(t testing.TB, s *Scheduler, r *Request) {
+func route(t testing.TB, s *Scheduler, r *Request) Decision {
 	t.Helper()
 	var out Outcome
-	if err := s.Route(r, &out); err != nil {
+	d, err := s.Route(r, &out)
+	if err != nil {
 		t.Fatalf("Route() error = %v", err)
 	}
+	return d
 }
 
 func state(s *Scheduler, id string) InstanceState {

@@ -25,7 +25,7 @@ import (
 // (max cached tokens / AgingRate) plus the time to drain the finitely many
 // requests that arrived before it.
 
-// ErrQueueTimeout is the Err of a request that waited longer than
+// ErrQueueTimeout is the Failure.Err of a request that waited longer than
 // Queue.MaxWait.
 var ErrQueueTimeout = errors.New("scheduler: queue wait limit exceeded")
 
@@ -71,7 +71,7 @@ func (s *Scheduler) enqueue(in *instance, r *Request, now time.Duration) {
 	r.qpos = len(in.queue)
 	in.queue = append(in.queue, r)
 	in.queuedTokens += r.uncached
-	r.Decision.Queued = true
+	r.dec.Queued = true
 }
 
 // dequeue removes a queued r from its instance's queue.
@@ -133,10 +133,10 @@ func (s *Scheduler) expire(now time.Duration, out *Outcome) {
 				continue
 			}
 			s.dequeue(r) // swaps another request into slot i
-			r.state, r.err = stateDone, ErrQueueTimeout
+			r.state = stateDone
 			s.stats.Expired++
 			if out != nil {
-				out.Failed = append(out.Failed, r)
+				out.Failed = append(out.Failed, Failure{Request: r, Err: ErrQueueTimeout})
 			}
 		}
 	}

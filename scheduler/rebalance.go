@@ -196,14 +196,14 @@ func (s *Scheduler) apply(moves []Move, now time.Duration, out *Outcome) int {
 			continue
 		}
 		s.dequeue(r)
-		r.Decision.Fallback = m.from.ID
-		r.Decision.Reason = ReasonMigrated
+		r.dec.Fallback = m.from.ID
+		r.dec.Reason = ReasonMigrated
 		r.inst = m.to
 		r.cached = m.to.cachedTokens(r, s.cfg.BlockSize)
 		r.uncached = r.Tokens - r.cached
-		r.Decision.Instance = m.to.ID
-		r.Decision.CachedTokens = r.cached
-		r.Decision.EstimatedTTFT = seconds(m.to.est.ttft(m.to.ahead(), r.uncached))
+		r.dec.Instance = m.to.ID
+		r.dec.CachedTokens = r.cached
+		r.dec.EstimatedTTFT = seconds(m.to.est.ttft(m.to.ahead(), r.uncached))
 		s.enqueue(m.to, r, now)
 		s.stats.Migrations++
 		n++

@@ -32,10 +32,7 @@ type Request struct {
 	// Tag is the caller's, untouched by the scheduler.
 	Tag any
 
-	// Decision is where the request went; set by Route and updated when the
-	// request is dispatched, migrated or re-routed.
-	Decision Decision
-
+	dec        Decision // where it went; changes when dispatched, migrated or re-routed
 	state      reqState
 	inst       *instance
 	cand       [maxCandidates]*instance // candidate set at routing time
@@ -48,7 +45,6 @@ type Request struct {
 	work       int    // tokens ahead + own uncached at dispatch (for learning)
 	qpos       int    // index in inst.queue while queued
 	key        uint64 // ring key: the chained hash of the first KeyDepth blocks
-	err        error  // why the scheduler gave up on it (Outcome.Failed)
 }
 
 type reqState uint8
@@ -60,9 +56,6 @@ const (
 	statePrefilled  // first token seen
 	stateDone
 )
-
-// Queued reports whether the request waits in a router queue.
-func (r *Request) Queued() bool { return r.state == stateQueued }
 
 // Reason says why a policy chose an instance.
 type Reason uint8

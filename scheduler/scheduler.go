@@ -94,14 +94,28 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Outcome collects what one call caused besides its own result. The caller
-// owns it, may reuse it (Reset) and must act on both lists.
+// Outcome collects what one call caused. The caller owns it, may reuse it
+// (Reset) and must act on both lists. A Request's own fields must not be
+// read while other goroutines call the Scheduler: the decisions here are
+// copies taken under the lock.
 type Outcome struct {
-	// Dispatched requests must now be sent to their Decision.Instance.
-	Dispatched []*Request
+	// Dispatched requests must now be sent to Decision.Instance.
+	Dispatched []Dispatch
 	// Failed requests were given up: expired in a queue, or no instance
-	// could take them when theirs left. Err says why.
-	Failed []*Request
+	// could take them when theirs left.
+	Failed []Failure
+}
+
+// Dispatch is a request released to an instance.
+type Dispatch struct {
+	Request  *Request
+	Decision Decision
+}
+
+// Failure is a request the scheduler gave up on, and why.
+type Failure struct {
+	Request *Request
+	Err     error
 }
 
 // Reset empties the lists, keeping their storage.
@@ -110,9 +124,6 @@ func (o *Outcome) Reset() {
 	clear(o.Failed)
 	o.Dispatched, o.Failed = o.Dispatched[:0], o.Failed[:0]
 }
-
-// Err returns why the scheduler gave up on r (it is in Outcome.Failed).
-func (r *Request) Err() error { return r.err }
 
 // Stats are cumulative counters.
 type Stats struct {
@@ -266,29 +277,29 @@ func (s *Scheduler) fallback(ch choice, cands []int32) *instance {
 }
 
 // Route routes r: it picks an instance and either dispatches r at once
-// (r then appears in out.Dispatched, r.Queued() is false) or queues it in
-// that instance's router queue, to be dispatched by a later call. Requests
-// that other calls dispatch or give up on appear in their Outcome.
-func (s *Scheduler) Route(r *Request, out *Outcome) error {
+// (Decision.Queued is false, and r is also in out.Dispatched) or queues it
+// in that instance's router queue (Decision.Queued is true), to be
+// dispatched, migrated or failed by a later call, whose Outcome says so.
+func (s *Scheduler) Route(r *Request, out *Outcome) (Decision, error) {
 	if err := checkRequest(r); err != nil {
-		return err
-	}
-	if r.state != stateNew {
-		return fmt.Errorf("%w: request routed twice", ErrBadRequest)
+		return Decision{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if r.state != stateNew {
+		return Decision{}, fmt.Errorf("%w: request routed twice", ErrBadRequest)
+	}
 	now := s.now()
 	d := s.kd.depth(r.Blocks)
 	r.arrived = now
 	r.key = keyOf(r.Blocks, d)
-	r.Decision = Decision{KeyDepth: d}
+	r.dec = Decision{KeyDepth: d}
 	if err := s.place(r, now, ReasonNone, out); err != nil {
-		return err
+		return Decision{}, err
 	}
 	s.kd.observe(r.Blocks, d, now)
 	s.stats.Routed++
-	return nil
+	return r.dec, nil
 }
 
 // place chooses an instance for r and queues or dispatches it there.
@@ -302,14 +313,14 @@ func (s *Scheduler) place(r *Request, now time.Duration, reason Reason, out *Out
 	for k := 0; k < n; k++ {
 		r.cand[k] = s.members[cands[k]]
 	}
-	r.Decision.Fallback = ""
+	r.dec.Fallback = ""
 	if fb := s.fallback(ch, cands[:n]); fb != nil {
-		r.Decision.Fallback = fb.ID
+		r.dec.Fallback = fb.ID
 	}
 	if reason == ReasonNone {
 		reason = ch.reason
 	}
-	r.Decision.Reason = reason
+	r.dec.Reason = reason
 	s.assign(r, in, now, out)
 	return nil
 }
@@ -320,9 +331,9 @@ func (s *Scheduler) assign(r *Request, in *instance, now time.Duration, out *Out
 	r.inst = in
 	r.cached = in.cachedTokens(r, s.cfg.BlockSize)
 	r.uncached = r.Tokens - r.cached
-	r.Decision.Instance = in.ID
-	r.Decision.CachedTokens = r.cached
-	r.Decision.EstimatedTTFT = seconds(in.est.ttft(in.ahead(), r.uncached))
+	r.dec.Instance = in.ID
+	r.dec.CachedTokens = r.cached
+	r.dec.EstimatedTTFT = seconds(in.est.ttft(in.ahead(), r.uncached))
 	if s.cfg.Queue.Budget == 0 {
 		s.dispatch(in, r, now, out)
 		return
@@ -343,11 +354,11 @@ func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration, out *O
 	in.recentAt = now
 	r.state = stateDispatched
 	r.dispatched = now
-	r.Decision.Queued = false
-	r.Decision.CachedTokens = r.cached
+	r.dec.Queued = false
+	r.dec.CachedTokens = r.cached
 	s.stats.Dispatched++
 	if out != nil {
-		out.Dispatched = append(out.Dispatched, r)
+		out.Dispatched = append(out.Dispatched, Dispatch{Request: r, Decision: r.dec})
 	}
 }
 
@@ -575,10 +586,10 @@ func (s *Scheduler) rerouteAll(out *Outcome) {
 		r.state = stateNew
 		r.inst = nil
 		if err := s.place(r, now, ReasonRerouted, out); err != nil {
-			r.state, r.err = stateDone, err
+			r.state = stateDone
 			s.stats.Failed++
 			if out != nil {
-				out.Failed = append(out.Failed, r)
+				out.Failed = append(out.Failed, Failure{Request: r, Err: err})
 			}
 			continue
 		}
