@@ -1,0 +1,109 @@
+package scheduler
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// benchScheduler returns a scheduler over n instances warmed with traffic,
+// and a set of prompts to pick for.
+func benchScheduler(b *testing.B, policy string, n int) (*Scheduler, []*Request) {
+	s, _ := mustNew(b, Config{Policy: policy, Queue: QueueConfig{Budget: 16384}}, n)
+	warm(b, s, 20*n)
+	rng := rand.New(rand.NewPCG(77, 78))
+	reqs := make([]*Request, 256)
+	for i := range reqs {
+		// 32-block (16k-token) prompts sharing up to 8 blocks of 30 prefixes.
+		reqs[i] = req(prompt(uint64(rng.IntN(30)), uint64(1<<30+i), 1+rng.IntN(8), 32))
+	}
+	return s, reqs
+}
+
+// BenchmarkPick measures one routing decision (key depth, candidate pair,
+// cached-prefix lookups, policy choice) with no state change.
+func BenchmarkPick(b *testing.B) {
+	for _, name := range Policies() {
+		for _, n := range []int{8, 64, 1024} {
+			b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
+				s, reqs := benchScheduler(b, name, n)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if _, err := s.Pick(reqs[i&255]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkRouteComplete measures the whole life of a request in the
+// scheduler: route (with key-depth observation and KV-index update), first
+// token, completion. Requests are dispatched at once (no router queue).
+func BenchmarkRouteComplete(b *testing.B) {
+	for _, n := range []int{8, 64, 1024} {
+		b.Run(fmt.Sprintf("dualmap/%d", n), func(b *testing.B) {
+			s, _ := mustNew(b, Config{}, n)
+			warm(b, s, 20*n)
+			_, reqs := benchScheduler(b, "dualmap", 1)
+			var out Outcome
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				r := reqs[i&255]
+				r.state = stateNew // reused: it finished in the previous lap
+				if _, err := s.Route(r, &out); err != nil {
+					b.Fatal(err)
+				}
+				s.FirstToken(r, nil)
+				s.Complete(r, nil)
+				out.Reset()
+			}
+		})
+	}
+}
+
+func BenchmarkKeyDepthLookup(b *testing.B) {
+	k := newKeyDepth(KeyDepthConfig{}.withDefaults(), 8)
+	p := prompt(1, 1, 8, 32)
+	for i := 0; i < 20000; i++ {
+		q := prompt(1, uint64(i), 8, 32)
+		k.observe(q, k.depth(q), 0)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_ = k.depth(p)
+	}
+}
+
+func BenchmarkRingCandidates(b *testing.B) {
+	for _, n := range []int{8, 64, 1024} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			rs := newRingSet(2, ids(pool(n)), nil, DefaultVirtualNodes)
+			ready := allReady(n)
+			var c [maxCandidates]int32
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				rs.candidates(uint64(i)*0x9e3779b97f4a7c15, ready, &c)
+			}
+		})
+	}
+}
+
+func TestHotPathZeroAlloc(t *testing.T) {
+	k := newKeyDepth(KeyDepthConfig{}.withDefaults(), 8)
+	p := prompt(1, 1, 8, 32)
+	if a := testing.AllocsPerRun(100, func() { _ = k.depth(p) }); a != 0 {
+		t.Errorf("keyDepth.depth allocs = %v, want 0", a)
+	}
+	rs := newRingSet(2, ids(pool(64)), nil, DefaultVirtualNodes)
+	ready := allReady(64)
+	var c [maxCandidates]int32
+	if a := testing.AllocsPerRun(100, func() { rs.candidates(12345, ready, &c) }); a != 0 {
+		t.Errorf("ringSet.candidates allocs = %v, want 0", a)
+	}
+}

@@ -1,0 +1,130 @@
+package trace
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// maxArrival is the latest arrival ScaleToQPS produces: 2^62 ns, about 146
+// years, comfortably inside time.Duration.
+const maxArrival = float64(1 << 62)
+
+// ScaleToQPS rescales arrival times, in place, so that the trace's mean
+// rate (Requests-1)/Duration, as in Stats, becomes qps: each offset from the
+// first arrival is multiplied by oldRate/qps and rounded to the nanosecond,
+// which keeps the order and the burst structure. If all requests arrive at
+// the same instant they are instead spaced evenly, 1/qps apart.
+//
+// The requests must be sorted by arrival, as every function of the package
+// leaves them. It fails, leaving t unchanged, with ErrInvalidArgument if qps
+// is not a positive finite number or so small that the last arrival would
+// be after 2^62 ns (146 years), and with ErrTooFewRequests if t has fewer
+// than 2 requests.
+func (t *Trace) ScaleToQPS(qps float64) error {
+	if !(qps > 0) || math.IsInf(qps, 1) {
+		return fmt.Errorf("trace: ScaleToQPS: %w: qps must be a positive finite number, got %v", ErrInvalidArgument, qps)
+	}
+	n := len(t.Requests)
+	if n < 2 {
+		return fmt.Errorf("trace: ScaleToQPS: %w: need at least 2, have %d", ErrTooFewRequests, n)
+	}
+	first := t.Requests[0].Arrival
+	span := t.Requests[n-1].Arrival - first
+	newSpan := float64(n-1) * float64(time.Second) / qps
+	if float64(first)+newSpan > maxArrival {
+		return fmt.Errorf("trace: ScaleToQPS: %w: qps %v would put the last of %d requests after 2^62 ns", ErrInvalidArgument, qps, n)
+	}
+	if span <= 0 {
+		step := newSpan / float64(n-1)
+		for i := range t.Requests {
+			t.Requests[i].Arrival = first + time.Duration(math.Round(float64(i)*step))
+		}
+		return nil
+	}
+	factor := newSpan / float64(span)
+	for i := range t.Requests {
+		off := t.Requests[i].Arrival - first
+		t.Requests[i].Arrival = first + time.Duration(math.Round(float64(off)*factor))
+	}
+	return nil
+}
+
+// Head keeps the first n requests of t (all of them if n >= their number).
+// It panics if n < 0.
+func (t *Trace) Head(n int) {
+	if n < 0 {
+		panic(fmt.Sprintf("trace: Head(%d): negative count", n))
+	}
+	if n >= len(t.Requests) {
+		return
+	}
+	clear(t.Requests[n:]) // let the dropped blocks be collected
+	t.Requests = slices.Clip(t.Requests[:n])
+}
+
+// Merge returns a new trace with the requests of all traces (deep copies),
+// sorted stably by arrival: at equal arrivals, requests keep their order in
+// the arguments. Arrivals are kept as they are. Block ids are taken as they
+// are too, so equal ids in two traces mean the same prefix; use Replicate
+// for disjoint copies. Skipped is the sum, Source the distinct non-empty
+// sources joined by " + ". Nil traces are ignored. Merge panics if the
+// traces have different block sizes.
+func Merge(traces ...*Trace) *Trace {
+	out := &Trace{}
+	var sources []string
+	first := true
+	for _, t := range traces {
+		if t == nil {
+			continue
+		}
+		if first {
+			out.BlockSize, first = t.BlockSize, false
+		} else if t.BlockSize != out.BlockSize {
+			panic(fmt.Sprintf("trace: Merge: block sizes differ: %d and %d", out.BlockSize, t.BlockSize))
+		}
+		out.Skipped += t.Skipped
+		out.Requests = append(out.Requests, cloneRequests(t.Requests)...)
+		if t.Source != "" && !slices.Contains(sources, t.Source) {
+			sources = append(sources, t.Source)
+		}
+	}
+	slices.SortStableFunc(out.Requests, cmpArrival)
+	out.Source = strings.Join(sources, " + ")
+	return out
+}
+
+// Replicate returns k copies of t merged by arrival, to load k times as
+// many instances with the same kind of traffic; ScaleToQPS can then set the
+// rate. Copy 0 is t unchanged; in copy c >= 1 every block id b becomes
+// mix64(mix64(b) + mix64(salt + c·golden)), a bijection, so each copy keeps
+// its prefix structure while sharing no block with another copy (up to
+// 64-bit collisions). At equal arrivals copy c comes before copy c+1.
+// Skipped is t's; Source is t's with " (xk)" appended. k == 0 gives an
+// empty trace; Replicate panics if k < 0.
+func (t *Trace) Replicate(k int, salt uint64) *Trace {
+	if k < 0 {
+		panic(fmt.Sprintf("trace: Replicate(%d): negative count", k))
+	}
+	out := &Trace{BlockSize: t.BlockSize, Skipped: t.Skipped, Source: t.Source}
+	if t.Source != "" {
+		out.Source = fmt.Sprintf("%s (x%d)", t.Source, k)
+	}
+	out.Requests = make([]Request, 0, k*len(t.Requests))
+	for c := range k {
+		reqs := cloneRequests(t.Requests)
+		if c > 0 {
+			f := replicaMap(salt, c)
+			for _, r := range reqs {
+				for j, b := range r.Blocks {
+					r.Blocks[j] = f(b)
+				}
+			}
+		}
+		out.Requests = append(out.Requests, reqs...)
+	}
+	slices.SortStableFunc(out.Requests, cmpArrival)
+	return out
+}

@@ -1,0 +1,176 @@
+package trace
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+)
+
+// at builds a trace with one single-block request per arrival.
+func at(arrivals ...time.Duration) *Trace {
+	t := &Trace{BlockSize: 512}
+	for i, a := range arrivals {
+		t.Requests = append(t.Requests, Request{Arrival: a, InputTokens: 1, OutputTokens: i, Blocks: []uint64{uint64(i)}})
+	}
+	return t
+}
+
+func arrivalsOf(t *Trace) []time.Duration {
+	var out []time.Duration
+	for _, r := range t.Requests {
+		out = append(out, r.Arrival)
+	}
+	return out
+}
+
+func TestScaleToQPS(t *testing.T) {
+	s := time.Second
+	tests := []struct {
+		name    string
+		in      *Trace
+		qps     float64
+		want    []time.Duration
+		wantErr error
+	}{
+		{"slow down", at(0, s, 3*s), 1.0 / 3, []time.Duration{0, 2 * s, 6 * s}, nil},
+		{"uneven gaps keep their ratio", at(0, s, 3*s), 0.5, []time.Duration{0, 4 * s / 3, 4 * s}, nil},
+		{"double the rate, bursts kept", at(0, 0, 2*s, 4*s), 1.5, []time.Duration{0, 0, s, 2 * s}, nil},
+		{"zero duration spreads evenly", at(0, 0, 0), 4, []time.Duration{0, s / 4, s / 2}, nil},
+		{"offset start kept", at(s, 2*s), 0.25, []time.Duration{s, 5 * s}, nil},
+		{"zero qps", at(0, s), 0, nil, ErrInvalidArgument},
+		{"negative qps", at(0, s), -1, nil, ErrInvalidArgument},
+		{"NaN qps", at(0, s), math.NaN(), nil, ErrInvalidArgument},
+		{"infinite qps", at(0, s), math.Inf(1), nil, ErrInvalidArgument},
+		{"tiny qps overflows", at(0, s), 1e-12, nil, ErrInvalidArgument},
+		{"one request", at(0), 1, nil, ErrTooFewRequests},
+		{"no request", at(), 1, nil, ErrTooFewRequests},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := arrivalsOf(tt.in)
+			err := tt.in.ScaleToQPS(tt.qps)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("ScaleToQPS(%v) error = %v, want %v", tt.qps, err, tt.wantErr)
+			}
+			if err != nil {
+				if got := arrivalsOf(tt.in); !slices.Equal(got, before) {
+					t.Errorf("ScaleToQPS(%v) failed but changed arrivals to %v", tt.qps, got)
+				}
+				return
+			}
+			if got := arrivalsOf(tt.in); !slices.Equal(got, tt.want) {
+				t.Errorf("ScaleToQPS(%v) arrivals = %v, want %v", tt.qps, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestScaleToQPSStats(t *testing.T) {
+	tr, err := Generate(GenConfig{Seed: 3, Requests: 500, Arrival: ArrivalBursty})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, qps := range []float64{0.1, 3, 250} {
+		if err := tr.ScaleToQPS(qps); err != nil {
+			t.Fatalf("ScaleToQPS(%v) error = %v", qps, err)
+		}
+		if got := tr.Stats().MeanQPS; math.Abs(got-qps) > 1e-6*qps {
+			t.Errorf("Stats().MeanQPS after ScaleToQPS(%v) = %v, want %v", qps, got, qps)
+		}
+	}
+}
+
+func TestHead(t *testing.T) {
+	tests := []struct {
+		n    int
+		want int
+	}{{0, 0}, {2, 2}, {3, 3}, {10, 3}}
+	for _, tt := range tests {
+		tr := at(0, 1, 2)
+		tr.Head(tt.n)
+		if len(tr.Requests) != tt.want {
+			t.Errorf("Head(%d) left %d requests, want %d", tt.n, len(tr.Requests), tt.want)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Errorf("Head(-1) did not panic")
+		}
+	}()
+	at(0).Head(-1)
+}
+
+func TestMerge(t *testing.T) {
+	a := at(0, 2, 4)
+	a.Source, a.Skipped = "a", 1
+	b := at(1, 2, 3)
+	b.Source, b.Skipped = "b", 2
+	for i := range b.Requests {
+		b.Requests[i].OutputTokens += 10
+	}
+	got := Merge(a, nil, b, a)
+	wantOut := []int{0, 0, 10, 1, 11, 1, 12, 2, 2} // ties in argument order
+	var out []int
+	for _, r := range got.Requests {
+		out = append(out, r.OutputTokens)
+	}
+	if !slices.Equal(out, wantOut) || got.Skipped != 4 || got.Source != "a + b" || got.BlockSize != 512 {
+		t.Errorf("Merge() = outputs %v skipped %d source %q, want %v, 4, %q", out, got.Skipped, got.Source, wantOut, "a + b")
+	}
+	got.Requests[0].Blocks[0] = 99
+	if a.Requests[0].Blocks[0] != 0 {
+		t.Errorf("Merge() result shares blocks with its input")
+	}
+	if empty := Merge(); len(empty.Requests) != 0 {
+		t.Errorf("Merge() = %+v, want an empty trace", empty)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Errorf("Merge of different block sizes did not panic")
+		}
+	}()
+	Merge(a, &Trace{BlockSize: 16})
+}
+
+func TestReplicate(t *testing.T) {
+	src, err := Generate(GenConfig{Seed: 5, Requests: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := src.Clone()
+	base := src.Stats()
+	for _, k := range []int{0, 1, 3} {
+		got := src.Replicate(k, 7)
+		s := got.Stats()
+		if s.Requests != k*base.Requests || s.DistinctBlocks != k*base.DistinctBlocks {
+			t.Errorf("Replicate(%d) = %d requests, %d distinct blocks; want %d, %d",
+				k, s.Requests, s.DistinctBlocks, k*base.Requests, k*base.DistinctBlocks)
+		}
+		if k > 0 && (s.Duration != base.Duration || math.Abs(s.UpperBoundHitRate-base.UpperBoundHitRate) > 1e-12) {
+			t.Errorf("Replicate(%d) = duration %v hit rate %v, want %v and %v", k, s.Duration, s.UpperBoundHitRate, base.Duration, base.UpperBoundHitRate)
+		}
+		if !slices.IsSortedFunc(got.Requests, cmpArrival) {
+			t.Errorf("Replicate(%d) is not sorted by arrival", k)
+		}
+	}
+	if !reflect.DeepEqual(src, orig) {
+		t.Errorf("Replicate changed its receiver")
+	}
+	one := src.Replicate(1, 7)
+	one.Source = src.Source
+	if !reflect.DeepEqual(one, src) {
+		t.Errorf("Replicate(1) differs from the original")
+	}
+	if a, b := src.Replicate(2, 1), src.Replicate(2, 2); reflect.DeepEqual(a.Requests, b.Requests) {
+		t.Errorf("Replicate(2) gives the same ids for different salts")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Errorf("Replicate(-1) did not panic")
+		}
+	}()
+	src.Replicate(-1, 0)
+}
