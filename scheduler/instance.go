@@ -23,11 +23,12 @@ type InstanceState struct {
 	ID            string
 	Healthy       bool
 	Draining      bool
-	Queued        int // requests in the router queue
-	QueuedTokens  int // their estimated uncached tokens
-	PendingTokens int // dispatched uncached tokens not yet through prefill
-	Running       int // dispatched and not completed
-	CachedBlocks  int // size of the KV index
+	Queued        int  // requests in the router queue
+	QueuedTokens  int  // their estimated uncached tokens
+	PendingTokens int  // dispatched uncached tokens not yet through prefill
+	Running       int  // dispatched and not completed
+	Remote        Load // other replicas' load as last reported (SetRemoteLoad)
+	CachedBlocks  int  // size of the KV index
 	CostPerToken  float64
 }
 
@@ -46,6 +47,7 @@ type instance struct {
 	queuedTokens  int
 	pendingTokens int
 	running       int
+	remote        Load // other replicas' contribution, as last reported
 
 	// recent is an exponentially decayed sum of dispatched uncached
 	// tokens (Preble's windowed load), as of recentAt.
@@ -55,8 +57,25 @@ type instance struct {
 
 func (in *instance) ready() bool { return in.healthy && !in.draining && in.idx >= 0 }
 
-// ahead is the prefill work, in tokens, a new request would queue behind.
-func (in *instance) ahead() int { return in.queuedTokens + in.pendingTokens }
+// ahead is the prefill work, in tokens, a new request would queue behind:
+// this replica's and the other replicas' as last reported.
+func (in *instance) ahead() int {
+	return in.queuedTokens + in.pendingTokens + in.remote.QueuedTokens + in.remote.PendingTokens
+}
+
+// requests is the number of requests running or queued for the instance,
+// across replicas.
+func (in *instance) requests() int {
+	return in.running + len(in.queue) + in.remote.Running + in.remote.Queued
+}
+
+// Load is one replica's contribution to an instance's load.
+type Load struct {
+	Queued        int // requests waiting in the replica's router queue
+	QueuedTokens  int // their estimated uncached tokens
+	PendingTokens int // dispatched uncached tokens not yet through prefill
+	Running       int // dispatched and not completed
+}
 
 // cachedTokens estimates how many of r's prompt tokens the instance holds.
 func (in *instance) cachedTokens(r *Request, blockSize int) int {
@@ -75,7 +94,7 @@ func (in *instance) state() InstanceState {
 	return InstanceState{
 		ID: in.ID, Healthy: in.healthy, Draining: in.draining,
 		Queued: len(in.queue), QueuedTokens: in.queuedTokens,
-		PendingTokens: in.pendingTokens, Running: in.running,
+		PendingTokens: in.pendingTokens, Running: in.running, Remote: in.remote,
 		CachedBlocks: in.kv.len(), CostPerToken: in.est.cost,
 	}
 }

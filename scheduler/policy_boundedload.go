@@ -5,7 +5,7 @@ import "math"
 // Consistent hashing with bounded loads (Mirrokni, Thorup, Zadimoghaddam,
 // SODA 2018), as in the SGLang gateway's prefix_hash: walk ring 1 clockwise
 // from the key and take the first ready instance whose request count
-// (running plus router-queued) stays within bound x the average after adding
+// (running plus router-queued, all replicas) stays within bound x the average after adding
 // this one. Parameter bound (default 1.25, >= 1).
 type boundedLoad struct {
 	bound float64
@@ -31,7 +31,7 @@ func (b *boundedLoad) pick(v *view, r *Request, cands []int32) (choice, error) {
 	total := 1
 	for i, in := range v.members {
 		if v.ready[i] {
-			total += in.running + len(in.queue)
+			total += in.requests()
 		}
 	}
 	limit := int(math.Ceil(b.bound * float64(total) / float64(v.nready)))
@@ -41,7 +41,7 @@ func (b *boundedLoad) pick(v *view, r *Request, cands []int32) (choice, error) {
 	i := ring.first(key)
 	for step := 0; step < n; step++ {
 		m := ring.points[i].member
-		if in := v.members[m]; v.ready[m] && in.running+len(in.queue)+1 <= limit {
+		if in := v.members[m]; v.ready[m] && in.requests()+1 <= limit {
 			reason := ReasonCache
 			if m != cands[0] {
 				reason = ReasonLoad

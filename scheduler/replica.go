@@ -1,0 +1,48 @@
+package scheduler
+
+import "fmt"
+
+// What several scheduler replicas exchange to agree (through the state
+// package, or the simulator's model of it): each replica reports its own
+// load per instance (Instances), the blocks it dispatched (the caller sees
+// them in Outcome.Dispatched) and its key-depth splits (KeyDepthState); it
+// applies the others' with the methods below. The local view then lags the
+// others by the exchange interval, never the replica's own decisions.
+
+// SetRemoteLoad sets the other replicas' combined load on instance id, which
+// every policy adds to this replica's own.
+func (s *Scheduler) SetRemoteLoad(id string, l Load) error {
+	if l.Queued < 0 || l.QueuedTokens < 0 || l.PendingTokens < 0 || l.Running < 0 {
+		return fmt.Errorf("scheduler: remote load for %q: negative value in %+v", id, l)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.byID[id]
+	if in == nil {
+		return fmt.Errorf("%w %q", ErrUnknownInstance, id)
+	}
+	in.remote = l
+	return nil
+}
+
+// RecordCached records that instance id was sent a prompt with these
+// chained blocks by another replica, as if this replica had dispatched it.
+func (s *Scheduler) RecordCached(id string, blocks []uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.byID[id]
+	if in == nil {
+		return fmt.Errorf("%w %q", ErrUnknownInstance, id)
+	}
+	in.kv.add(blocks)
+	return nil
+}
+
+// LocalLoad returns this replica's own load on every instance, by id.
+func (s *Scheduler) LocalLoad(dst map[string]Load) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, in := range s.members {
+		dst[in.ID] = Load{Queued: len(in.queue), QueuedTokens: in.queuedTokens, PendingTokens: in.pendingTokens, Running: in.running}
+	}
+}

@@ -1,0 +1,47 @@
+package scheduler
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestRemoteLoadSteersDecisions(t *testing.T) {
+	s, _ := mustNew(t, Config{Policy: "least-loaded"}, 4)
+	ids := pool(4)
+	for i, in := range ids[:3] {
+		if err := s.SetRemoteLoad(in.ID, Load{PendingTokens: 10000 * (i + 1), Running: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := route(t, s, req(prompt(1, 1, 0, 4))); d.Instance != ids[3].ID {
+		t.Errorf("Route() = %s, want %s (the only one without remote load)", d.Instance, ids[3].ID)
+	}
+	if st := state(s, ids[0].ID); st.Remote.PendingTokens != 10000 {
+		t.Errorf("Remote = %+v, want 10000 pending", st.Remote)
+	}
+	local := map[string]Load{}
+	s.LocalLoad(local)
+	if l := local[ids[3].ID]; l.Running != 1 || l.PendingTokens != 2048 {
+		t.Errorf("LocalLoad()[%s] = %+v, want 1 running, 2048 pending", ids[3].ID, l)
+	}
+	if err := s.SetRemoteLoad("x:1", Load{}); !errors.Is(err, ErrUnknownInstance) {
+		t.Errorf("SetRemoteLoad(unknown) error = %v", err)
+	}
+	if err := s.SetRemoteLoad(ids[0].ID, Load{Running: -1}); err == nil {
+		t.Error("SetRemoteLoad(negative) error = nil")
+	}
+}
+
+func TestRecordCachedSharesAffinity(t *testing.T) {
+	a, _ := mustNew(t, Config{}, 8)
+	b, _ := mustNew(t, Config{}, 8)
+	p := prompt(3, 3, 6, 8)
+	da := route(t, a, req(p))
+	if err := b.RecordCached(da.Instance, p); err != nil {
+		t.Fatal(err)
+	}
+	db := route(t, b, req(prompt(3, 4, 6, 8)))
+	if db.Instance != da.Instance || db.CachedTokens != 6*512 {
+		t.Errorf("replica b Route() = %s with %d cached, want %s with %d", db.Instance, db.CachedTokens, da.Instance, 6*512)
+	}
+}
