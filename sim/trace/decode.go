@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // record holds the fields of one line, undecoded. Unknown fields are
@@ -115,10 +116,14 @@ func kind(raw []byte) string {
 func excerpt[T ~string | ~[]byte](raw T) string {
 	const max = 40
 	s := string(raw)
-	if len(s) > max {
-		return s[:max] + "..."
+	if len(s) <= max {
+		return s
 	}
-	return s
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
 
 // timestamp parses the timestamp field into a non-negative duration.

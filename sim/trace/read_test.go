@@ -165,6 +165,8 @@ func TestReadMalformed(t *testing.T) {
 			Options{}, "trace: line 1: malformed: hash_ids[0]: 18446744073709551616 does not fit in 64 bits"},
 		{"string hash id", `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": ["a"]}`,
 			Options{}, `trace: line 1: malformed: hash_ids[0]: want integer, got string "a"`},
+		{"long string hash id is shortened on a rune boundary", `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": ["` + strings.Repeat("é", 30) + `"]}`,
+			Options{}, `trace: line 1: malformed: hash_ids[0]: want integer, got string "` + strings.Repeat("é", 19) + `...`},
 		{"null hash id", `{"timestamp": 0, "input_length": 1000, "output_length": 1, "hash_ids": [1, null]}`,
 			Options{}, "trace: line 1: malformed: hash_ids[1]: want integer, got null"},
 		{"length mismatch, too few", ok + `{"timestamp": 0, "input_length": 513, "output_length": 1, "hash_ids": [1]}`,
