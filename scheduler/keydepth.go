@@ -261,12 +261,18 @@ func (k *keyDepth) export() KeyDepthState {
 	return s
 }
 
-// importState replaces the split set. Imported splits count as split now,
-// so they are held at least one window before they can merge.
+// importState replaces the split set. Splits this table already had keep
+// their age; new ones count as split now, so they are held at least one
+// window before they can merge here.
 func (k *keyDepth) importState(s KeyDepthState) {
-	clear(k.split)
+	old := k.split
+	k.split = make(map[uint64]uint64, len(s.Splits))
 	for _, h := range s.Splits {
-		k.split[h] = k.rotations
+		since, ok := old[h]
+		if !ok {
+			since = k.rotations
+		}
+		k.split[h] = since
 	}
 }
 

@@ -27,7 +27,7 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"serve":   {"run the Envoy ext_proc routing server", notYet("serve", "the ext_proc server (issue: ext_proc routing server)")},
-		"sim":     {"run the trace-driven cluster simulator", notYet("sim", "the simulator (issue: trace-driven cluster simulator)")},
+		"sim":     {"run the trace-driven cluster simulator", runSim},
 		"engine":  {"run a simulated OpenAI-compatible model server", notYet("engine", "the simulated model server (issue: real Envoy end to end)")},
 		"replay":  {"replay a trace against an OpenAI-compatible URL", notYet("replay", "the trace replayer (issue: real Envoy end to end)")},
 		"config":  {"check a config file or print the defaults", notYet("config", "configuration files (issue: ext_proc routing server)")},

@@ -1,0 +1,334 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dualmap/dualmap/scheduler"
+	"github.com/dualmap/dualmap/sim"
+	"github.com/dualmap/dualmap/sim/engine"
+	"github.com/dualmap/dualmap/sim/trace"
+)
+
+const simUsage = `usage: dualmap sim [flags]
+
+Replays a trace through the scheduler in front of simulated model servers and
+reports SLO attainment, TTFT, cache hit rate and load balance per policy,
+queue mode and request rate. See docs/simulator.md.
+
+Example:
+  dualmap sim --trace ../shared/traces/conversation_trace.jsonl --requests 4000 --json out.json
+`
+
+func runSim(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, simUsage, "\nflags:\n"); fs.PrintDefaults() }
+	var (
+		tracePath  = fs.String("trace", "", "trace file (Mooncake JSONL or --format generic)")
+		format     = fs.String("format", "mooncake", "trace format: mooncake | generic")
+		blockSize  = fs.Int("block-size", 512, "tokens per hash block of the trace")
+		timeUnit   = fs.String("time-unit", "ms", "generic format: timestamp unit s | ms | us | ns")
+		chainIDs   = fs.Bool("chain-ids", false, "generic format: hash ids are per-block content ids; chain them")
+		skipBad    = fs.Bool("skip-malformed", false, "skip malformed trace lines (counted) instead of failing")
+		generate   = fs.String("generate", "", "generate a skewed tool&agent-like trace instead: key=value,... (seed, requests, qps, prefixes, zipf, hot_prompts, hot_share, hot_blocks, session_prob, arrival); \"default\" for the defaults")
+		writeTrace = fs.String("write-trace", "", "also write the (generated or read) trace to this file in Mooncake format")
+		requests   = fs.Int("requests", 0, "use only the first N requests (0: all)")
+		copies     = fs.Int("trace-copies", 1, "merge this many disjoint copies of the trace (scales load and prefix diversity for large pools)")
+		qpsFlag    = fs.String("qps", "", "request rates to sweep, e.g. 1,2,3 (empty: auto-range from light load until every policy's attainment < 50%)")
+		autoStart  = fs.Float64("qps-start", 1, "auto-range: first rate")
+		autoStep   = fs.Float64("qps-step", 0.5, "auto-range: step")
+		instances  = fs.Int("instances", 8, "model-server instances")
+		profile    = fs.String("profile", "qwen2.5-7b-910b4", "engine profile: a built-in name or a JSON file ("+strings.Join(engine.Profiles(), ", ")+")")
+		policies   = fs.String("policies", strings.Join(scheduler.Policies(), ","), "policy variants: name or name(key=value,...)")
+		queues     = fs.String("queue", "router,paper", "queue modes: router | engine | paper (comma-separated)")
+		slo        = fs.Duration("slo", 5*time.Second, "TTFT SLO")
+		budget     = fs.Int("budget", sim.DefaultBudget, "router-queue admission budget, pending prefill tokens per instance")
+		replicas   = fs.Int("replicas", 1, "router replicas")
+		syncEvery  = fs.Duration("sync-interval", 500*time.Millisecond, "replicas: how often they exchange load, cache and key-depth state (0: never)")
+		seeds      = fs.Int("seeds", 1, "run every point with seeds 1..N and report mean and spread")
+		warmup     = fs.Int("warmup", 500, "leading requests left out of the metrics")
+		scaleFlag  = fs.String("scale", "", "elastic scaling: time:instances,... e.g. 74s:8,200s:4")
+		horizon    = fs.Duration("horizon", 0, "how long after the last arrival a run may go on (0: max(120s, 20 x SLO))")
+		jsonPath   = fs.String("json", "", "write the report as JSON to this file")
+		plotsDir   = fs.String("plots", "", "write PNG charts to this directory")
+		workers    = fs.Int("workers", 0, "parallel runs (0: one per core)")
+		quiet      = fs.Bool("quiet", false, "no progress bar")
+	)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	tr, err := loadTrace(*tracePath, *generate, trace.Options{
+		Format: trace.Format(*format), BlockSize: *blockSize, TimeUnit: *timeUnit,
+		ChainIDs: *chainIDs, SkipMalformed: *skipBad, Limit: *requests,
+	})
+	if err != nil {
+		return err
+	}
+	if tr.Skipped > 0 {
+		fmt.Fprintf(stderr, "skipped %d malformed trace lines\n", tr.Skipped)
+	}
+	if *requests > 0 && len(tr.Requests) > *requests {
+		tr.Head(*requests)
+	}
+	if *copies > 1 {
+		tr = tr.Replicate(*copies, 0x7ace)
+	}
+	if *writeTrace != "" {
+		if err := writeTraceFile(*writeTrace, tr); err != nil {
+			return err
+		}
+	}
+	prof, err := engine.LoadProfile(*profile)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	specs, err := parseSpecs(*policies)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	qps, err := parseFloats(*qpsFlag)
+	if err != nil {
+		return fmt.Errorf("%w: --qps: %v", errUsage, err)
+	}
+	scale, err := parseScale(*scaleFlag)
+	if err != nil {
+		return fmt.Errorf("%w: --scale: %v", errUsage, err)
+	}
+	if *seeds < 1 {
+		return fmt.Errorf("%w: --seeds must be >= 1", errUsage)
+	}
+	sw := &sim.Sweep{
+		Trace:     tr,
+		Specs:     specs,
+		Queues:    splitList(*queues),
+		QPS:       qps,
+		AutoStart: *autoStart,
+		AutoStep:  *autoStep,
+		Workers:   *workers,
+		Base: sim.Options{
+			Instances: *instances, Profile: prof, SLO: *slo, Budget: *budget,
+			Replicas: *replicas, SyncInterval: *syncEvery, Warmup: *warmup,
+			Scale: scale, Horizon: *horizon, Timeline: *plotsDir != "" && len(scale) > 0,
+		},
+	}
+	if *warmup == 0 {
+		sw.Base.Warmup = -1
+	}
+	for i := 1; i <= *seeds; i++ {
+		sw.Seeds = append(sw.Seeds, uint64(i))
+	}
+	if !*quiet {
+		bar := newProgress(stderr)
+		sw.Progress = bar.update
+		defer bar.finish()
+	}
+	start := time.Now()
+	rep, err := sw.Run()
+	if err != nil {
+		return err
+	}
+	if !*quiet {
+		fmt.Fprintf(stderr, "\r%d runs in %s%20s\n", len(rep.Runs), sim.Elapsed(time.Since(start)), "")
+	}
+	if err := sim.WriteTable(stdout, rep); err != nil {
+		return err
+	}
+	if *jsonPath != "" {
+		if err := writeJSON(*jsonPath, rep); err != nil {
+			return err
+		}
+	}
+	if *plotsDir != "" {
+		if err := sim.WritePlots(*plotsDir, rep); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\ncharts written to %s\n", *plotsDir)
+	}
+	return nil
+}
+
+func loadTrace(path, generate string, opt trace.Options) (*trace.Trace, error) {
+	switch {
+	case path != "" && generate != "":
+		return nil, fmt.Errorf("%w: give --trace or --generate, not both", errUsage)
+	case generate != "":
+		cfg, err := parseGenConfig(generate)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --generate: %v", errUsage, err)
+		}
+		return trace.Generate(cfg)
+	case path == "":
+		return nil, fmt.Errorf("%w: --trace FILE or --generate is required", errUsage)
+	}
+	return trace.ReadFile(path, opt)
+}
+
+func parseGenConfig(s string) (trace.GenConfig, error) {
+	var c trace.GenConfig
+	if s == "default" {
+		return c, nil
+	}
+	for _, kv := range splitList(s) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return c, fmt.Errorf("%q is not key=value", kv)
+		}
+		var err error
+		switch k {
+		case "seed":
+			c.Seed, err = strconv.ParseUint(v, 10, 64)
+		case "requests":
+			c.Requests, err = strconv.Atoi(v)
+		case "qps":
+			c.QPS, err = strconv.ParseFloat(v, 64)
+		case "prefixes":
+			c.Prefixes, err = strconv.Atoi(v)
+		case "zipf":
+			c.ZipfS, err = strconv.ParseFloat(v, 64)
+		case "hot_prompts":
+			c.HotPrompts, err = strconv.Atoi(v)
+		case "hot_share":
+			c.HotShare, err = strconv.ParseFloat(v, 64)
+		case "hot_blocks":
+			c.HotBlocks, err = strconv.Atoi(v)
+		case "session_prob":
+			c.SessionProb, err = strconv.ParseFloat(v, 64)
+		case "arrival":
+			c.Arrival = v
+		default:
+			return c, fmt.Errorf("unknown key %q", k)
+		}
+		if err != nil {
+			return c, fmt.Errorf("%s: %q is not a valid number", k, v)
+		}
+	}
+	return c, nil
+}
+
+// parseSpecs splits a policy list on commas outside parentheses.
+func parseSpecs(s string) ([]sim.Spec, error) {
+	var specs []sim.Spec
+	depth, start := 0, 0
+	for i := 0; i <= len(s); i++ {
+		if i < len(s) {
+			switch s[i] {
+			case '(':
+				depth++
+				continue
+			case ')':
+				depth--
+				continue
+			case ',':
+				if depth > 0 {
+					continue
+				}
+			default:
+				continue
+			}
+		}
+		part := strings.TrimSpace(s[start:i])
+		start = i + 1
+		if part == "" {
+			continue
+		}
+		sp, err := sim.ParseSpec(part)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, sp)
+	}
+	if len(specs) == 0 {
+		return nil, errors.New("--policies: no policy given")
+	}
+	return specs, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func parseFloats(s string) ([]float64, error) {
+	var out []float64
+	for _, p := range splitList(s) {
+		f, err := strconv.ParseFloat(p, 64)
+		if err != nil || f <= 0 {
+			return nil, fmt.Errorf("%q is not a positive number", p)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+func parseScale(s string) ([]sim.ScaleStep, error) {
+	var out []sim.ScaleStep
+	for _, p := range splitList(s) {
+		at, n, ok := strings.Cut(p, ":")
+		d, err1 := time.ParseDuration(at)
+		k, err2 := strconv.Atoi(n)
+		if !ok || err1 != nil || err2 != nil || k < 1 || d < 0 {
+			return nil, fmt.Errorf("%q is not time:instances (e.g. 74s:8)", p)
+		}
+		out = append(out, sim.ScaleStep{At: d, Instances: k})
+	}
+	return out, nil
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("json: %w", err)
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func writeTraceFile(path string, tr *trace.Trace) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := trace.Write(f, tr); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// progress is a one-line progress bar on stderr, redrawn at most 5 times a second.
+type progress struct {
+	w    io.Writer
+	last time.Time
+}
+
+func newProgress(w io.Writer) *progress { return &progress{w: w} }
+
+func (p *progress) update(done, total int) {
+	if time.Since(p.last) < 200*time.Millisecond && done < total {
+		return
+	}
+	p.last = time.Now()
+	const width = 30
+	fill := width * done / max(total, 1)
+	fmt.Fprintf(p.w, "\r[%s%s] %d/%d runs", strings.Repeat("=", fill), strings.Repeat(" ", width-fill), done, total)
+}
+
+func (p *progress) finish() {}

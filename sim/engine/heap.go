@@ -1,0 +1,54 @@
+package engine
+
+// decodeHeap is a min-heap of decoding requests keyed by the step at which
+// they finish, ties broken by admission order.
+type decodeHeap []decoding
+
+type decoding struct {
+	finish int64 // index of the step whose end completes the request
+	seq    int64 // admission order
+	r      *Request
+}
+
+func (a decoding) less(b decoding) bool {
+	return a.finish < b.finish || a.finish == b.finish && a.seq < b.seq
+}
+
+func (h *decodeHeap) push(d decoding) {
+	*h = append(*h, d)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !s[i].less(s[p]) {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
+}
+
+// pop removes and returns the minimum; the heap must not be empty.
+func (h *decodeHeap) pop() decoding {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s[n] = decoding{}
+	s = s[:n]
+	for i := 0; ; {
+		m, l, r := i, 2*i+1, 2*i+2
+		if l < n && s[l].less(s[m]) {
+			m = l
+		}
+		if r < n && s[r].less(s[m]) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
+}

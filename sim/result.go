@@ -1,0 +1,106 @@
+package sim
+
+import (
+	"math"
+	"slices"
+)
+
+// Result is the outcome of one simulated run. Latencies are in seconds.
+// Requests that never got a first token are censored at the end of the run
+// (their TTFT is the time they had waited), so percentiles stay finite and
+// never flatter a policy.
+type Result struct {
+	Policy        string      `json:"policy"`
+	Queue         string      `json:"queue"`
+	QPS           float64     `json:"qps"`
+	Seed          uint64      `json:"seed"`
+	Replicas      int         `json:"replicas"`
+	Requests      int         `json:"requests"` // measured: after warm-up
+	Completed     int         `json:"completed"`
+	Failed        int         `json:"failed"`
+	Unfinished    int         `json:"unfinished"`
+	SLOAttainment float64     `json:"slo_attainment"`
+	TTFTP50       float64     `json:"ttft_p50_s"`
+	TTFTP90       float64     `json:"ttft_p90_s"`
+	TTFTP99       float64     `json:"ttft_p99_s"`
+	E2EP50        float64     `json:"e2e_p50_s"`
+	E2EP90        float64     `json:"e2e_p90_s"`
+	CacheHitRate  float64     `json:"cache_hit_rate"` // engine-side: cached / prompt tokens
+	LoadCV        float64     `json:"load_cv"`
+	Migrations    uint64      `json:"migrations"`
+	Truncated     int         `json:"truncated"`
+	KeyDepths     map[int]int `json:"key_depths"` // key length in blocks -> requests
+	WallSeconds   float64     `json:"wall_seconds"`
+	// TTFTs are the measured requests' TTFTs, ascending (for CDF plots).
+	TTFTs    []float64 `json:"-"`
+	Timeline []Sample  `json:"-"`
+}
+
+func (c *cluster) result(qps float64) *Result {
+	o := c.opt
+	res := &Result{Policy: o.Policy, Queue: o.Queue, QPS: qps, Seed: o.Seed, Replicas: o.Replicas, KeyDepths: map[int]int{}}
+	slo := o.SLO.Seconds()
+	var e2e []float64
+	var prompt, cached int64
+	attained := 0
+	for i := range c.reqs {
+		r := &c.reqs[i]
+		if r.e.Truncated {
+			res.Truncated++
+		}
+		if i < o.Warmup {
+			continue
+		}
+		res.Requests++
+		res.KeyDepths[r.depth]++
+		ttft := r.ttft
+		switch {
+		case r.failed:
+			res.Failed++
+			ttft = c.now - r.arrival
+		case r.done:
+			res.Completed++
+			e2e = append(e2e, r.e.Done-r.arrival)
+			if r.ttft <= slo {
+				attained++
+			}
+		default:
+			res.Unfinished++
+			if ttft < 0 {
+				ttft = c.now - r.arrival
+			}
+		}
+		res.TTFTs = append(res.TTFTs, ttft)
+		if r.e.PrefillStart > 0 || r.done {
+			prompt += int64(r.e.Tokens)
+			cached += int64(r.e.CachedTokens)
+		}
+	}
+	for _, s := range c.reps {
+		res.Migrations += s.Stats().Migrations
+	}
+	slices.Sort(res.TTFTs)
+	slices.Sort(e2e)
+	if res.Requests > 0 {
+		res.SLOAttainment = float64(attained) / float64(res.Requests)
+	}
+	res.TTFTP50, res.TTFTP90, res.TTFTP99 = quantile(res.TTFTs, 0.5), quantile(res.TTFTs, 0.9), quantile(res.TTFTs, 0.99)
+	res.E2EP50, res.E2EP90 = quantile(e2e, 0.5), quantile(e2e, 0.9)
+	if prompt > 0 {
+		res.CacheHitRate = float64(cached) / float64(prompt)
+	}
+	if c.cvSamples > 0 {
+		res.LoadCV = c.cvSum / float64(c.cvSamples)
+	}
+	res.Timeline = c.timeline
+	return res
+}
+
+// quantile of ascending xs by the nearest-rank method; NaN when empty.
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	i := int(math.Ceil(q*float64(len(xs)))) - 1
+	return xs[max(0, min(i, len(xs)-1))]
+}

@@ -1,0 +1,85 @@
+package sim
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/dualmap/dualmap/scheduler"
+)
+
+// Spec is one policy variant of a sweep, written as
+//
+//	name[(key=value,...)]
+//
+// e.g. `dualmap`, `dualmap(choice=min-ttft)`, `dualmap(rebalance=false,candidates=3)`.
+// Keys are the policy's parameters, plus three that set the scheduler
+// around it: candidates (rings, 1-4), key_depth (a fixed key length in
+// blocks; 0 = adaptive) and budget (router-queue budget in tokens).
+type Spec struct {
+	Label      string
+	Policy     string
+	Params     scheduler.Params
+	Candidates int
+	KeyDepth   int
+	Budget     int
+}
+
+// ParseSpec parses one policy variant.
+func ParseSpec(s string) (Spec, error) {
+	s = strings.TrimSpace(s)
+	sp := Spec{Label: s, Policy: s}
+	open := strings.IndexByte(s, '(')
+	if open < 0 {
+		if s == "" {
+			return sp, fmt.Errorf("sim: empty policy")
+		}
+		return sp, nil
+	}
+	if !strings.HasSuffix(s, ")") || open == 0 {
+		return sp, fmt.Errorf("sim: policy %q: want name(key=value,...)", s)
+	}
+	sp.Policy = s[:open]
+	sp.Params = scheduler.Params{}
+	body := s[open+1 : len(s)-1]
+	if strings.TrimSpace(body) == "" {
+		return sp, nil
+	}
+	for _, kv := range strings.Split(body, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" {
+			return sp, fmt.Errorf("sim: policy %q: %q is not key=value", s, kv)
+		}
+		var err error
+		switch k {
+		case "candidates":
+			sp.Candidates, err = strconv.Atoi(v)
+		case "key_depth":
+			sp.KeyDepth, err = strconv.Atoi(v)
+		case "budget":
+			sp.Budget, err = strconv.Atoi(v)
+		default:
+			sp.Params[k] = v
+		}
+		if err != nil {
+			return sp, fmt.Errorf("sim: policy %q: %s: %q is not an integer", s, k, v)
+		}
+	}
+	return sp, nil
+}
+
+// apply returns o configured for this variant.
+func (sp Spec) apply(o Options) Options {
+	o.Policy, o.Params = sp.Policy, sp.Params
+	if sp.Candidates > 0 {
+		o.Scheduler.Candidates = sp.Candidates
+	}
+	if sp.KeyDepth > 0 {
+		o.Scheduler.KeyDepth.Fixed = sp.KeyDepth
+	}
+	if sp.Budget > 0 {
+		o.Budget = sp.Budget
+	}
+	return o
+}

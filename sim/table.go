@@ -1,0 +1,90 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"text/tabwriter"
+)
+
+// WriteTable prints a report as readable tables: one row per variant,
+// queue mode and rate (seeds averaged, attainment with its spread), then
+// the goodput of each variant.
+func WriteTable(w io.Writer, rep *Report) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "trace %s: %d requests (first %d are warm-up), %d instances, profile %s, TTFT SLO %gs",
+		rep.Trace, rep.Requests, rep.Warmup, rep.Instances, rep.Profile, rep.SLOSeconds)
+	if rep.Replicas > 1 {
+		fmt.Fprintf(w, ", %d router replicas syncing every %s", rep.Replicas, rep.SyncInterval)
+	}
+	fmt.Fprintf(w, "\nupper-bound hit rate (infinite single cache, blocks): %.1f%%\n\n", 100*rep.UpperBoundHitRate)
+	fmt.Fprintln(tw, "policy\tqueue\tqps\tSLO att.\tTTFT p50\tp90\tp99\tE2E p50\tp90\thit rate\tload CV\tmigr.\tfailed\tunfin.\t")
+	for _, g := range group(rep.Runs) {
+		for i := 0; i < len(g); {
+			j := i
+			for j < len(g) && g[j].QPS == g[i].QPS {
+				j++
+			}
+			row(tw, g[i:j])
+			i = j
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\ngoodput (highest QPS with >= 90% SLO attainment; ~ = interpolated between sweep points):")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, gp := range rep.Goodput {
+		mark := ""
+		if gp.Interpolated {
+			mark = "~"
+		}
+		note := ""
+		if gp.Note != "" {
+			note = "(" + gp.Note + ")"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s%.2f\t%s\n", gp.Policy, gp.Queue, mark, gp.QPS, note)
+	}
+	return tw.Flush()
+}
+
+func row(w io.Writer, rs []*Result) {
+	m := func(f func(*Result) float64) float64 {
+		s := 0.0
+		for _, r := range rs {
+			s += f(r)
+		}
+		return s / float64(len(rs))
+	}
+	att := m(func(r *Result) float64 { return r.SLOAttainment })
+	attCol := fmt.Sprintf("%.1f%%", 100*att)
+	if len(rs) > 1 {
+		sd := 0.0
+		for _, r := range rs {
+			sd += (r.SLOAttainment - att) * (r.SLOAttainment - att)
+		}
+		attCol += fmt.Sprintf("±%.1f", 100*math.Sqrt(sd/float64(len(rs)-1)))
+	}
+	fmt.Fprintf(w, "%s\t%s\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t%.2f\t%.0f\t%.0f\t%.0f\t\n",
+		rs[0].Policy, rs[0].Queue, rs[0].QPS, attCol,
+		secs(m(func(r *Result) float64 { return r.TTFTP50 })),
+		secs(m(func(r *Result) float64 { return r.TTFTP90 })),
+		secs(m(func(r *Result) float64 { return r.TTFTP99 })),
+		secs(m(func(r *Result) float64 { return r.E2EP50 })),
+		secs(m(func(r *Result) float64 { return r.E2EP90 })),
+		100*m(func(r *Result) float64 { return r.CacheHitRate }),
+		m(func(r *Result) float64 { return r.LoadCV }),
+		m(func(r *Result) float64 { return float64(r.Migrations) }),
+		m(func(r *Result) float64 { return float64(r.Failed) }),
+		m(func(r *Result) float64 { return float64(r.Unfinished) }))
+}
+
+func secs(s float64) string {
+	switch {
+	case math.IsNaN(s):
+		return "-"
+	case s < 1:
+		return fmt.Sprintf("%.0fms", s*1000)
+	}
+	return fmt.Sprintf("%.2fs", s)
+}
