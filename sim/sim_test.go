@@ -180,7 +180,9 @@ func TestParseSpec(t *testing.T) {
 }
 
 func TestGoodput(t *testing.T) {
-	mk := func(qps, att float64) *Result { return &Result{Policy: "p", Queue: "router", QPS: qps, SLOAttainment: att} }
+	mk := func(qps, att float64) *Result {
+		return &Result{Policy: "p", Queue: "router", QPS: qps, SLOAttainment: att}
+	}
 	tests := []struct {
 		name     string
 		runs     []*Result
