@@ -49,8 +49,8 @@ type instance struct {
 	running       int
 	remote        Load // other replicas' contribution, as last reported
 
-	// recent is an exponentially decayed sum of dispatched uncached
-	// tokens (Preble's windowed load), as of recentAt.
+	// recent is an exponentially decayed sum of the uncached tokens of
+	// requests routed here (Preble's windowed load), as of recentAt.
 	recent   float64
 	recentAt time.Duration
 }

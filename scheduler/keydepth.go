@@ -9,10 +9,10 @@ import (
 // The adaptive hash-key length of DualMap (paper §3.1, "prefix hotness
 // tree"). A request's key is the chained hash of its first d blocks. Every
 // prefix starts with d = MinDepth; a prefix whose share of the traffic in a
-// sliding window exceeds SplitShare (default 2/n for n instances) is split:
+// sliding window exceeds SplitFactor/n (default 2/n for n instances) is split:
 // requests under it get a key one block longer, so a hot prefix spreads over
 // several candidate pairs. A split prefix whose share falls below MergeShare
-// (default 1/n) and that has been split for at least one whole window is
+// MergeFactor/n (default 1/n) and that has been split for at least one whole window is
 // merged back: its requests return to the shorter key.
 //
 // A request counts toward every prefix of its key, plus one block beyond it
@@ -40,8 +40,10 @@ type KeyDepthConfig struct {
 	// Buckets is how many parts the window is cut into; decisions are taken
 	// each time one closes (default 10).
 	Buckets int
-	// SplitShare and MergeShare override 2/n and 1/n (0 = the paper's rule).
-	SplitShare, MergeShare float64
+	// SplitFactor and MergeFactor set the thresholds as multiples of 1/n:
+	// a prefix splits above SplitFactor/n of the traffic and merges below
+	// MergeFactor/n (defaults 2 and 1: the paper's rule).
+	SplitFactor, MergeFactor float64
 	// MaxSplits bounds the number of split prefixes (default 4096).
 	MaxSplits int
 }
@@ -62,6 +64,12 @@ func (c KeyDepthConfig) withDefaults() KeyDepthConfig {
 	if c.MaxSplits == 0 {
 		c.MaxSplits = 4096
 	}
+	if c.SplitFactor == 0 {
+		c.SplitFactor = 2
+	}
+	if c.MergeFactor == 0 {
+		c.MergeFactor = c.SplitFactor / 2
+	}
 	return c
 }
 
@@ -77,10 +85,10 @@ func (c KeyDepthConfig) validate() error {
 		return fmt.Errorf("keydepth: window (%d) must be >= buckets (%d) >= 1", c.Window, c.Buckets)
 	case c.WindowDuration < 0:
 		return fmt.Errorf("keydepth.window_duration must be >= 0, got %v", c.WindowDuration)
-	case c.SplitShare < 0 || c.SplitShare > 1 || c.MergeShare < 0 || c.MergeShare > 1:
-		return fmt.Errorf("keydepth: split_share and merge_share must be in [0, 1]")
-	case c.SplitShare > 0 && c.MergeShare >= c.SplitShare:
-		return fmt.Errorf("keydepth: merge_share (%g) must be below split_share (%g)", c.MergeShare, c.SplitShare)
+	case c.SplitFactor <= 0 || c.MergeFactor <= 0:
+		return fmt.Errorf("keydepth: split_factor and merge_factor must be > 0")
+	case c.MergeFactor >= c.SplitFactor:
+		return fmt.Errorf("keydepth: merge_factor (%g) must be below split_factor (%g)", c.MergeFactor, c.SplitFactor)
 	case c.MaxSplits < 0:
 		return fmt.Errorf("keydepth.max_splits must be >= 0, got %d", c.MaxSplits)
 	}
@@ -174,14 +182,7 @@ func (k *keyDepth) observe(blocks []uint64, d int, now time.Duration) {
 
 func (k *keyDepth) thresholds() (split, merge float64) {
 	n := float64(max(k.n, 1))
-	split, merge = k.cfg.SplitShare, k.cfg.MergeShare
-	if split == 0 {
-		split = 2 / n
-	}
-	if merge == 0 {
-		merge = 1 / n
-	}
-	return split, merge
+	return k.cfg.SplitFactor / n, k.cfg.MergeFactor / n
 }
 
 // rotate closes the current bucket: it takes split and merge decisions on

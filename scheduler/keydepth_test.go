@@ -184,7 +184,8 @@ func TestKeyDepthConfigValidate(t *testing.T) {
 		{MinDepth: -1},
 		{MinDepth: 4, MaxDepth: 3},
 		{Window: 5, Buckets: 10},
-		{SplitShare: 0.1, MergeShare: 0.2},
+		{SplitFactor: 1, MergeFactor: 2},
+		{SplitFactor: -1},
 		{Fixed: -2},
 	}
 	for _, c := range bad {

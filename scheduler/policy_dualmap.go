@@ -24,12 +24,13 @@ type dualMap struct {
 	overflow bool
 	choice   string
 	rebal    bool
+	hopeless string
 }
 
 func init() { register("dualmap", newDualMap) }
 
 func newDualMap(p Params) (policy, error) {
-	if err := p.check("headroom", "overflow", "choice", "rebalance"); err != nil {
+	if err := p.check("headroom", "overflow", "choice", "rebalance", "hopeless"); err != nil {
 		return nil, err
 	}
 	d := &dualMap{}
@@ -46,6 +47,9 @@ func newDualMap(p Params) (policy, error) {
 		return nil, err
 	}
 	if d.rebal, err = p.boolean("rebalance", true); err != nil {
+		return nil, err
+	}
+	if d.hopeless, err = p.str("hopeless", "load", "load", "cache"); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -96,6 +100,11 @@ func (d *dualMap) pick(v *view, r *Request, cands []int32) (choice, error) {
 		pick, reason = byTTFT, ReasonTie
 	case est[byCache] > d.headroom*v.slo:
 		pick, reason = byTTFT, ReasonLoad
+		if d.hopeless == "cache" && est[byTTFT] > v.slo {
+			// No candidate meets the SLO: moving the request gains it
+			// nothing, so it goes where it costs the least work.
+			pick, reason = byCache, ReasonCache
+		}
 	}
 	if d.overflow && est[pick] > v.slo && est[byTTFT] > v.slo {
 		if g, t := v.minTTFT(r); g >= 0 && t < est[byTTFT] {

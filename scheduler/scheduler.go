@@ -334,6 +334,8 @@ func (s *Scheduler) assign(r *Request, in *instance, now time.Duration, out *Out
 	r.dec.Instance = in.ID
 	r.dec.CachedTokens = r.cached
 	r.dec.EstimatedTTFT = seconds(in.est.ttft(in.ahead(), r.uncached))
+	in.recent = in.recentLoad(now, prebleWindow) + float64(r.uncached)
+	in.recentAt = now
 	if s.cfg.Queue.Budget == 0 {
 		s.dispatch(in, r, now, out)
 		return
@@ -350,8 +352,6 @@ func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration, out *O
 	in.pendingTokens += r.uncached
 	in.running++
 	in.kv.add(r.Blocks)
-	in.recent = in.recentLoad(now, prebleWindow) + float64(r.uncached)
-	in.recentAt = now
 	r.state = stateDispatched
 	r.dispatched = now
 	r.dec.Queued = false

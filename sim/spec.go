@@ -13,9 +13,11 @@ import (
 //	name[(key=value,...)]
 //
 // e.g. `dualmap`, `dualmap(choice=min-ttft)`, `dualmap(rebalance=false,candidates=3)`.
-// Keys are the policy's parameters, plus three that set the scheduler
+// Keys are the policy's parameters, plus some that set the scheduler
 // around it: candidates (rings, 1-4), key_depth (a fixed key length in
-// blocks; 0 = adaptive) and budget (router-queue budget in tokens).
+// blocks; 0 = adaptive), budget (router-queue budget in tokens), split (the
+// key-depth split factor: split above split/n of the traffic) and window
+// (the key-depth window in requests).
 type Spec struct {
 	Label      string
 	Policy     string
@@ -23,6 +25,8 @@ type Spec struct {
 	Candidates int
 	KeyDepth   int
 	Budget     int
+	Split      float64 // key-depth split factor (x 1/n)
+	Window     int     // key-depth window in requests
 }
 
 // ParseSpec parses one policy variant.
@@ -59,11 +63,15 @@ func ParseSpec(s string) (Spec, error) {
 			sp.KeyDepth, err = strconv.Atoi(v)
 		case "budget":
 			sp.Budget, err = strconv.Atoi(v)
+		case "split":
+			sp.Split, err = strconv.ParseFloat(v, 64)
+		case "window":
+			sp.Window, err = strconv.Atoi(v)
 		default:
 			sp.Params[k] = v
 		}
 		if err != nil {
-			return sp, fmt.Errorf("sim: policy %q: %s: %q is not an integer", s, k, v)
+			return sp, fmt.Errorf("sim: policy %q: %s: %q is not a number", s, k, v)
 		}
 	}
 	return sp, nil
@@ -80,6 +88,12 @@ func (sp Spec) apply(o Options) Options {
 	}
 	if sp.Budget > 0 {
 		o.Budget = sp.Budget
+	}
+	if sp.Split > 0 {
+		o.Scheduler.KeyDepth.SplitFactor = sp.Split
+	}
+	if sp.Window > 0 {
+		o.Scheduler.KeyDepth.Window = sp.Window
 	}
 	return o
 }
