@@ -9,10 +9,10 @@ import (
 // The adaptive hash-key length of DualMap (paper §3.1, "prefix hotness
 // tree"). A request's key is the chained hash of its first d blocks. Every
 // prefix starts with d = MinDepth; a prefix whose share of the traffic in a
-// sliding window exceeds SplitFactor/n (default 2/n for n instances) is split:
+// sliding window exceeds SplitFactor/n (the paper: 2/n for n instances) is split:
 // requests under it get a key one block longer, so a hot prefix spreads over
 // several candidate pairs. A split prefix whose share falls below MergeShare
-// MergeFactor/n (default 1/n) and that has been split for at least one whole window is
+// MergeFactor/n (the paper: 1/n) and that has been split for at least one whole window is
 // merged back: its requests return to the shorter key.
 //
 // A request counts toward every prefix of its key, plus one block beyond it
@@ -42,7 +42,8 @@ type KeyDepthConfig struct {
 	Buckets int
 	// SplitFactor and MergeFactor set the thresholds as multiples of 1/n:
 	// a prefix splits above SplitFactor/n of the traffic and merges below
-	// MergeFactor/n (defaults 2 and 1: the paper's rule).
+	// MergeFactor/n (defaults 1 and SplitFactor/2, chosen by measurement;
+	// the paper's rule is 2 and 1).
 	SplitFactor, MergeFactor float64
 	// MaxSplits bounds the number of split prefixes (default 4096).
 	MaxSplits int
@@ -65,7 +66,7 @@ func (c KeyDepthConfig) withDefaults() KeyDepthConfig {
 		c.MaxSplits = 4096
 	}
 	if c.SplitFactor == 0 {
-		c.SplitFactor = 2
+		c.SplitFactor = 1
 	}
 	if c.MergeFactor == 0 {
 		c.MergeFactor = c.SplitFactor / 2

@@ -54,8 +54,8 @@ func TestKeyDepthSplitsHotPrefixAndMergesWhenCold(t *testing.T) {
 // A share between 1/n and 2/n neither splits a cold prefix nor merges a
 // split one: the hysteresis band.
 func TestKeyDepthHysteresis(t *testing.T) {
-	const n = 8 // split above 25%, merge below 12.5%
-	k := newKeyDepth(KeyDepthConfig{}.withDefaults(), n)
+	const n = 8 // the paper's rule: split above 25%, merge below 12.5%
+	k := newKeyDepth(KeyDepthConfig{SplitFactor: 2}.withDefaults(), n)
 	rng := rand.New(rand.NewPCG(2, 2))
 	var next uint64 = 1 << 30
 	hotPrompt := func(i int) []uint64 { return prompt(9, uint64(rng.IntN(1<<30)), 3, 6) }

@@ -5,6 +5,16 @@ import (
 	"time"
 )
 
+// pairConfig is the paper's pair with headroom 1 and the load switch even
+// when the other candidate also misses the SLO, plus extra params.
+func pairConfig(extra Params) Config {
+	p := Params{"headroom": 1.0, "hopeless": "load"}
+	for k, v := range extra {
+		p[k] = v
+	}
+	return Config{Candidates: 2, Cost: CostConfig{PerToken: 1e-4, LearnRate: -1}, Params: p}
+}
+
 // pairOf returns the two candidates of a prompt in a scheduler.
 func pairOf(t *testing.T, s *Scheduler, blocks []uint64) (string, string) {
 	t.Helper()
@@ -26,8 +36,7 @@ func loadInstance(t *testing.T, s *Scheduler, id string, tokens int) {
 
 func TestDualMapPrefersCacheThenLoad(t *testing.T) {
 	// 1e-4 s/token and a 5 s SLO: the cache choice may hold 50,000 tokens.
-	cfg := Config{Cost: CostConfig{PerToken: 1e-4, LearnRate: -1}}
-	s, _ := mustNew(t, cfg, 8)
+	s, _ := mustNew(t, pairConfig(nil), 8)
 	p := prompt(1, 1, 6, 8)
 	// Cold: equal (zero) hits, the less loaded of the pair.
 	a, b := pairOf(t, s, p)
@@ -52,8 +61,7 @@ func TestDualMapPrefersCacheThenLoad(t *testing.T) {
 
 func TestDualMapHeadroom(t *testing.T) {
 	// headroom 0.5: the cache choice switches at half the SLO already.
-	cfg := Config{Cost: CostConfig{PerToken: 1e-4, LearnRate: -1}, Params: Params{"headroom": 0.5}}
-	s, _ := mustNew(t, cfg, 8)
+	s, _ := mustNew(t, pairConfig(Params{"headroom": 0.5}), 8)
 	p := prompt(2, 1, 6, 8)
 	a, b := pairOf(t, s, p)
 	loadInstance(t, s, a, 1000)
@@ -67,8 +75,7 @@ func TestDualMapHeadroom(t *testing.T) {
 func TestDualMapOverflowGlobal(t *testing.T) {
 	for _, overflow := range []string{"none", "global"} {
 		t.Run(overflow, func(t *testing.T) {
-			cfg := Config{Cost: CostConfig{PerToken: 1e-4, LearnRate: -1}, Params: Params{"overflow": overflow}}
-			s, _ := mustNew(t, cfg, 8)
+			s, _ := mustNew(t, pairConfig(Params{"overflow": overflow}), 8)
 			p := prompt(3, 1, 6, 8)
 			a, b := pairOf(t, s, p)
 			loadInstance(t, s, a, 80000)
@@ -86,7 +93,6 @@ func TestDualMapOverflowGlobal(t *testing.T) {
 }
 
 func TestDualMapAblationChoices(t *testing.T) {
-	base := Config{Cost: CostConfig{PerToken: 1e-4, LearnRate: -1}}
 	p := prompt(4, 1, 6, 8)
 	tests := []struct {
 		choice string
@@ -100,9 +106,7 @@ func TestDualMapAblationChoices(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.choice, func(t *testing.T) {
-			cfg := base
-			cfg.Params = Params{"choice": tt.choice}
-			s, _ := mustNew(t, cfg, 8)
+			s, _ := mustNew(t, pairConfig(Params{"choice": tt.choice}), 8)
 			a, b := pairOf(t, s, p)
 			// Make a hold the prefix.
 			s.mu.Lock()
@@ -117,9 +121,30 @@ func TestDualMapAblationChoices(t *testing.T) {
 	}
 }
 
+// With hopeless=cache (the default), a request whose candidates would all
+// miss the SLO stays with the cache holder instead of moving for nothing.
+func TestDualMapHopelessStaysWithCache(t *testing.T) {
+	for _, hopeless := range []string{"cache", "load"} {
+		t.Run(hopeless, func(t *testing.T) {
+			s, _ := mustNew(t, pairConfig(Params{"hopeless": hopeless}), 8)
+			p := prompt(6, 1, 6, 8)
+			a, b := pairOf(t, s, p)
+			s.mu.Lock()
+			s.byID[a].kv.add(p)
+			s.mu.Unlock()
+			loadInstance(t, s, a, 90000) // 9 s
+			loadInstance(t, s, b, 60000) // 6 s: lower, but also over the SLO
+			d := route(t, s, req(prompt(6, 2, 6, 8)))
+			want := map[string]string{"cache": a, "load": b}[hopeless]
+			if d.Instance != want {
+				t.Errorf("hopeless=%s Route() = %s (%v), want %s", hopeless, d.Instance, d.Reason, want)
+			}
+		})
+	}
+}
+
 func TestPerRequestSLO(t *testing.T) {
-	cfg := Config{Cost: CostConfig{PerToken: 1e-4, LearnRate: -1}}
-	s, _ := mustNew(t, cfg, 8)
+	s, _ := mustNew(t, pairConfig(nil), 8)
 	p := prompt(5, 1, 6, 8)
 	a, _ := pairOf(t, s, p)
 	s.mu.Lock()

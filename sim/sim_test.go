@@ -157,6 +157,8 @@ func TestParseSpec(t *testing.T) {
 		{in: "dualmap", want: Spec{Label: "dualmap", Policy: "dualmap"}},
 		{in: "dualmap(choice=min-ttft,candidates=3)", want: Spec{Label: "dualmap(choice=min-ttft,candidates=3)", Policy: "dualmap", Params: scheduler.Params{"choice": "min-ttft"}, Candidates: 3}},
 		{in: "dualmap(key_depth=2,budget=4096)", want: Spec{Label: "dualmap(key_depth=2,budget=4096)", Policy: "dualmap", Params: scheduler.Params{}, KeyDepth: 2, Budget: 4096}},
+		{in: "dualmap-paper", want: Spec{Label: "dualmap-paper", Policy: "dualmap", Params: scheduler.Params{"headroom": "0.5", "hopeless": "load", "overflow": "none"}, Candidates: 2}},
+		{in: "dualmap-paper(rebalance=false)", want: Spec{Label: "dualmap-paper(rebalance=false)", Policy: "dualmap", Params: scheduler.Params{"headroom": "0.5", "hopeless": "load", "overflow": "none", "rebalance": "false"}, Candidates: 2}},
 		{in: "dualmap(choice)", wantErr: true},
 		{in: "dualmap(candidates=x)", wantErr: true},
 		{in: "(a=b)", wantErr: true},

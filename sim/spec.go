@@ -29,10 +29,24 @@ type Spec struct {
 	Window     int     // key-depth window in requests
 }
 
-// ParseSpec parses one policy variant.
+// PaperPreset is the name of the DualMap variant with the paper's literal
+// settings: a pair (2 rings), split above 2/n and merge below 1/n over the
+// last 200 requests, the load switch at half the SLO (the authors' code)
+// whether or not the other candidate meets it, no overflow.
+const PaperPreset = "dualmap-paper"
+
+// ParseSpec parses one policy variant. The name dualmap-paper stands for
+// DualMap with the paper's settings (PaperPreset); parameters given in
+// parentheses override them.
 func ParseSpec(s string) (Spec, error) {
 	s = strings.TrimSpace(s)
 	sp := Spec{Label: s, Policy: s}
+	name, _, _ := strings.Cut(s, "(")
+	if name == PaperPreset {
+		sp.Policy = "dualmap"
+		sp.Params = scheduler.Params{"headroom": "0.5", "hopeless": "load", "overflow": "none"}
+		sp.Candidates, sp.Split, sp.Window = 2, 2, 200
+	}
 	open := strings.IndexByte(s, '(')
 	if open < 0 {
 		if s == "" {
@@ -43,8 +57,10 @@ func ParseSpec(s string) (Spec, error) {
 	if !strings.HasSuffix(s, ")") || open == 0 {
 		return sp, fmt.Errorf("sim: policy %q: want name(key=value,...)", s)
 	}
-	sp.Policy = s[:open]
-	sp.Params = scheduler.Params{}
+	if name != PaperPreset {
+		sp.Policy = s[:open]
+		sp.Params = scheduler.Params{}
+	}
 	body := s[open+1 : len(s)-1]
 	if strings.TrimSpace(body) == "" {
 		return sp, nil

@@ -47,7 +47,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		autoStep   = fs.Float64("qps-step", 0.5, "auto-range: step")
 		instances  = fs.Int("instances", 8, "model-server instances")
 		profile    = fs.String("profile", "qwen2.5-7b-910b4", "engine profile: a built-in name or a JSON file ("+strings.Join(engine.Profiles(), ", ")+")")
-		policies   = fs.String("policies", strings.Join(scheduler.Policies(), ","), "policy variants: name or name(key=value,...)")
+		policies   = fs.String("policies", strings.Join(append(scheduler.Policies(), sim.PaperPreset), ","), "policy variants: name or name(key=value,...); "+sim.PaperPreset+" is DualMap with the paper's settings")
 		queues     = fs.String("queue", "router,paper", "queue modes: router | engine | paper (comma-separated)")
 		slo        = fs.Duration("slo", 5*time.Second, "TTFT SLO")
 		budget     = fs.Int("budget", sim.DefaultBudget, "router-queue admission budget, pending prefill tokens per instance")

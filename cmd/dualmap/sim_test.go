@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSimCommandJSON(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.json")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"sim", "--generate", "requests=700,seed=3", "--qps", "1,2", "--policies", "dualmap,dualmap(choice=min-ttft),round-robin",
+		"--queue", "router,paper", "--warmup", "100", "--instances", "4", "--json", out, "--quiet"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("dualmap sim exited %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "goodput") || !strings.Contains(stdout.String(), "dualmap(choice=min-ttft)") {
+		t.Errorf("table lacks goodput or the ablation:\n%s", stdout.String())
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep map[string]any
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("report is not JSON: %v", err)
+	}
+	for _, k := range []string{"trace", "requests", "instances", "profile", "slo_seconds", "upper_bound_hit_rate", "runs", "goodput"} {
+		if _, ok := rep[k]; !ok {
+			t.Errorf("report lacks %q", k)
+		}
+	}
+	runs := rep["runs"].([]any)
+	if len(runs) != 3*2*2 {
+		t.Fatalf("runs = %d, want 12", len(runs))
+	}
+	for _, k := range []string{"policy", "queue", "qps", "completed", "failed", "slo_attainment", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "e2e_p50_s", "cache_hit_rate", "load_cv", "migrations"} {
+		if _, ok := runs[0].(map[string]any)[k]; !ok {
+			t.Errorf("run lacks %q", k)
+		}
+	}
+	gp := rep["goodput"].([]any)
+	if len(gp) != 6 {
+		t.Errorf("goodput entries = %d, want 6", len(gp))
+	}
+}
+
+func TestSimCommandErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no trace", []string{"sim"}, "--trace FILE or --generate is required"},
+		{"both", []string{"sim", "--trace", "x", "--generate", "default"}, "not both"},
+		{"missing file", []string{"sim", "--trace", "/nonexistent/trace.jsonl"}, "no such file"},
+		{"bad qps", []string{"sim", "--generate", "default", "--qps", "1,x"}, "not a positive number"},
+		{"bad policy", []string{"sim", "--generate", "requests=50", "--qps", "1", "--policies", "nope", "--quiet"}, "unknown policy"},
+		{"bad queue", []string{"sim", "--generate", "requests=50", "--qps", "1", "--queue", "fifo", "--quiet"}, "queue mode"},
+		{"bad scale", []string{"sim", "--generate", "default", "--scale", "74:8"}, "time:instances"},
+		{"bad gen key", []string{"sim", "--generate", "colour=red"}, "unknown key"},
+		{"bad profile", []string{"sim", "--generate", "default", "--profile", "h100-dreams"}, "profile"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(tt.args, &stdout, &stderr); code == 0 || !strings.Contains(stderr.String(), tt.want) {
+				t.Errorf("run(%q) = %d, stderr %q, want non-zero and %q", tt.args, code, stderr.String(), tt.want)
+			}
+		})
+	}
+}
+
+func TestSimCommandMalformedTrace(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "bad.jsonl")
+	good := `{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0, 1]}`
+	if err := os.WriteFile(p, []byte(good+"\n{oops\n"+good+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"sim", "--trace", p, "--quiet"}, &stdout, &stderr); code == 0 || !strings.Contains(stderr.String(), "line 2") {
+		t.Errorf("malformed trace: exit %d, stderr %q, want an error naming line 2", code, stderr.String())
+	}
+	stderr.Reset()
+	code := run([]string{"sim", "--trace", p, "--skip-malformed", "--qps", "1", "--warmup", "0", "--policies", "dualmap", "--queue", "router", "--quiet"}, &stdout, &stderr)
+	if code != 0 || !strings.Contains(stderr.String(), "skipped 1 malformed") {
+		t.Errorf("--skip-malformed: exit %d, stderr %q", code, stderr.String())
+	}
+}
