@@ -18,13 +18,15 @@ import (
 //     paper's trade-off picture: up and to the left is better;
 //   - ttft_cdf.png: TTFT CDF of every variant at the middle swept rate;
 //   - load_timeline.png: per-instance load over time of the first run that
-//     recorded a timeline (elastic scaling scenarios).
+//     recorded a timeline (elastic scaling scenarios);
+//   - attainment_over_time.png: SLO attainment by arrival time of every run
+//     that recorded a timeline.
 func WritePlots(dir string, rep *Report) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("sim: plots: %w", err)
 	}
 	groups := group(rep.Runs)
-	for _, f := range []func(string, *Report, [][]*Result) error{plotAttainment, plotPareto, plotCDF, plotTimeline} {
+	for _, f := range []func(string, *Report, [][]*Result) error{plotAttainment, plotPareto, plotCDF, plotTimeline, plotWindows} {
 		if err := f(dir, rep, groups); err != nil {
 			return fmt.Errorf("sim: plots: %w", err)
 		}
@@ -44,7 +46,8 @@ func plotAttainment(dir string, rep *Report, groups [][]*Result) error {
 	p.X.Label.Text = "request rate (QPS)"
 	p.Y.Label.Text = "SLO attainment"
 	p.Y.Min, p.Y.Max = 0, 1
-	p.Legend.Top = true
+	p.Legend.Left = true // bottom left: attainment is high there
+	p.Legend.TextStyle.Font.Size = vg.Points(8)
 	for i, g := range groups {
 		qps, att := points(g)
 		xy := make(plotter.XYs, len(qps))
@@ -69,6 +72,7 @@ func plotPareto(dir string, rep *Report, groups [][]*Result) error {
 	p.X.Label.Text = "load CV (std/mean of per-instance pending prefill)"
 	p.Y.Label.Text = "cache hit rate (tokens)"
 	p.Legend.Top = true
+	p.Legend.TextStyle.Font.Size = vg.Points(8)
 	for i, g := range groups {
 		var cv, hit float64
 		for _, r := range g {
@@ -112,8 +116,7 @@ func plotCDF(dir string, rep *Report, groups [][]*Result) error {
 	p.X.Label.Text = "TTFT (s)"
 	p.Y.Label.Text = "fraction of requests"
 	p.Y.Min, p.Y.Max = 0, 1
-	p.Legend.Top = true
-	p.Legend.Left = false
+	p.Legend.TextStyle.Font.Size = vg.Points(8) // bottom right: the CDF is high there
 	for i, g := range groups {
 		var r *Result
 		for _, x := range g {
@@ -189,4 +192,41 @@ func style(l *plotter.Line, s *plotter.Scatter, i int) {
 	l.Width = vg.Points(1.5)
 	s.GlyphStyle.Color = c
 	s.GlyphStyle.Shape = plotutil.Shape(i)
+}
+
+func plotWindows(dir string, rep *Report, groups [][]*Result) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("SLO attainment by arrival time (%ds buckets)", WindowSeconds)
+	p.X.Label.Text = "arrival time (s)"
+	p.Y.Label.Text = "SLO attainment"
+	p.Y.Min, p.Y.Max = 0, 1.15 // room for the legend above the lines
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Legend.TextStyle.Font.Size = vg.Points(8)
+	n := 0
+	for i, r := range rep.Runs {
+		if len(r.Windows) == 0 {
+			continue
+		}
+		var xy plotter.XYs
+		for _, w := range r.Windows {
+			if w.Requests > 0 {
+				xy = append(xy, plotter.XY{X: w.Start, Y: w.Attainment})
+			}
+		}
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return err
+		}
+		l.Color = plotutil.Color(i)
+		l.Width = vg.Points(1.5)
+		p.Add(l)
+		p.Legend.Add(fmt.Sprintf("%s / %s @ %.2f QPS", r.Policy, r.Queue, r.QPS), l)
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	p.Add(plotter.NewGrid())
+	return save(p, dir, "attainment_over_time.png")
 }

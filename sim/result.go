@@ -31,9 +31,22 @@ type Result struct {
 	Truncated     int         `json:"truncated"`
 	KeyDepths     map[int]int `json:"key_depths"` // key length in blocks -> requests
 	WallSeconds   float64     `json:"wall_seconds"`
+	// Windows is SLO attainment by arrival time, in WindowSeconds buckets
+	// (all requests, warm-up included): how a scaling event plays out.
+	Windows []Window `json:"attainment_over_time,omitempty"`
 	// TTFTs are the measured requests' TTFTs, ascending (for CDF plots).
 	TTFTs    []float64 `json:"-"`
 	Timeline []Sample  `json:"-"`
+}
+
+// WindowSeconds is the width of Result.Windows buckets.
+const WindowSeconds = 20
+
+// Window is the SLO attainment of the requests that arrived in one bucket.
+type Window struct {
+	Start      float64 `json:"start_s"`
+	Requests   int     `json:"requests"`
+	Attainment float64 `json:"slo_attainment"`
 }
 
 func (c *cluster) result(qps float64) *Result {
@@ -47,6 +60,16 @@ func (c *cluster) result(qps float64) *Result {
 		r := &c.reqs[i]
 		if r.e.Truncated {
 			res.Truncated++
+		}
+		if o.Timeline {
+			w := int(r.arrival / WindowSeconds)
+			for len(res.Windows) <= w {
+				res.Windows = append(res.Windows, Window{Start: float64(len(res.Windows) * WindowSeconds)})
+			}
+			res.Windows[w].Requests++
+			if r.done && r.ttft <= slo {
+				res.Windows[w].Attainment++
+			}
 		}
 		if i < o.Warmup {
 			continue
@@ -74,6 +97,11 @@ func (c *cluster) result(qps float64) *Result {
 		if r.e.PrefillStart > 0 || r.done {
 			prompt += int64(r.e.Tokens)
 			cached += int64(r.e.CachedTokens)
+		}
+	}
+	for i := range res.Windows {
+		if w := &res.Windows[i]; w.Requests > 0 {
+			w.Attainment /= float64(w.Requests)
 		}
 	}
 	for _, s := range c.reps {

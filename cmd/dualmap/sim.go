@@ -122,7 +122,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		Base: sim.Options{
 			Instances: *instances, Profile: prof, SLO: *slo, Budget: *budget,
 			Replicas: *replicas, SyncInterval: *syncEvery, Warmup: *warmup,
-			Scale: scale, Horizon: *horizon, Timeline: *plotsDir != "" && len(scale) > 0,
+			Scale: scale, Horizon: *horizon, Timeline: len(scale) > 0,
 		},
 	}
 	if *warmup == 0 {
