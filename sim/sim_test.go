@@ -253,3 +253,20 @@ func TestSweepEndToEnd(t *testing.T) {
 		t.Errorf("auto-range ended at attainment %.2f, want < 0.5", last.SLOAttainment)
 	}
 }
+
+func TestUpperBound(t *testing.T) {
+	o, err := Options{Warmup: -1}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &trace.Trace{BlockSize: 512, Requests: []trace.Request{
+		{InputTokens: 1024, Blocks: []uint64{1, 2}},
+		{InputTokens: 1536, Blocks: []uint64{1, 2, 3}}, // 1024 cached
+		{InputTokens: 1024, Blocks: []uint64{1, 2}},    // all but one token: 1023
+		{InputTokens: 512, Blocks: []uint64{9}},        // cold
+	}}
+	want := float64(0+1024+1023+0) / float64(1024+1536+1024+512)
+	if got := upperBound(tr, o); math.Abs(got-want) > 1e-12 {
+		t.Errorf("upperBound() = %v, want %v", got, want)
+	}
+}

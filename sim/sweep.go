@@ -87,11 +87,10 @@ func (sw *Sweep) Run() (*Report, error) {
 	if len(seeds) == 0 {
 		seeds = []uint64{base.Seed}
 	}
-	st := sw.Trace.Stats()
 	rep := &Report{
 		Trace: sw.Trace.Source, Requests: len(sw.Trace.Requests), Instances: base.Instances,
 		Profile: base.Profile.Name, SLOSeconds: base.SLO.Seconds(), Replicas: base.Replicas,
-		Warmup: base.Warmup, UpperBoundHitRate: st.UpperBoundHitRate,
+		Warmup: base.Warmup, UpperBoundHitRate: upperBound(sw.Trace, base),
 	}
 	if base.Replicas > 1 {
 		rep.SyncInterval = base.SyncInterval.String()

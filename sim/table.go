@@ -17,7 +17,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 	if rep.Replicas > 1 {
 		fmt.Fprintf(w, ", %d router replicas syncing every %s", rep.Replicas, rep.SyncInterval)
 	}
-	fmt.Fprintf(w, "\nupper-bound hit rate (infinite single cache, blocks): %.1f%%\n\n", 100*rep.UpperBoundHitRate)
+	fmt.Fprintf(w, "\nupper-bound hit rate (infinite single cache, prompt tokens of measured requests): %.1f%%\n\n", 100*rep.UpperBoundHitRate)
 	fmt.Fprintln(tw, "policy\tqueue\tqps\tSLO att.\tTTFT p50\tp90\tp99\tE2E p50\tp90\thit rate\tload CV\tmigr.\tfailed\tunfin.\t")
 	for _, g := range group(rep.Runs) {
 		for i := 0; i < len(g); {
