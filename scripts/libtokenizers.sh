@@ -55,12 +55,12 @@ chmod -R u+w "$WORK"
 echo "libtokenizers.sh: building libtokenizers.a in $WORK (takes several minutes the first time)" >&2
 cd "$WORK"
 # --locked when Cargo.lock matches Cargo.toml; otherwise let cargo resolve.
-if ! cargo build --release --locked --lib >&2; then
-	if [ -f "$LIBDIR/libtokenizers.a" ]; then :; else
-		echo "libtokenizers.sh: cargo build --locked failed; retrying without --locked" >&2
-		cargo build --release --lib >&2 || die "cargo build failed in $WORK"
-	fi
+locked=--locked
+if ! cargo metadata --locked --format-version 1 >/dev/null 2>&1; then
+	echo "libtokenizers.sh: Cargo.lock cannot be used as is; building without --locked" >&2
+	locked=
 fi
+cargo build --release $locked --lib >&2 || die "cargo build failed in $WORK"
 
 [ -f "$LIBDIR/libtokenizers.a" ] || die "cargo finished but $LIBDIR/libtokenizers.a is missing"
 echo "$LIBDIR"
