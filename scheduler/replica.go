@@ -46,3 +46,24 @@ func (s *Scheduler) LocalLoad(dst map[string]Load) {
 		dst[in.ID] = Load{Queued: len(in.queue), QueuedTokens: in.queuedTokens, PendingTokens: in.pendingTokens, Running: in.running}
 	}
 }
+
+// AnyReady returns a ready instance for requests that carry no prompt
+// (model listings, health probes): the (n mod ready)-th ready member, so
+// callers spread them by passing a counter or a request hash.
+func (s *Scheduler) AnyReady(n uint64) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.nready == 0 {
+		return "", ErrNoEndpoint
+	}
+	k := int(n % uint64(s.nready))
+	for i, ok := range s.ready {
+		if ok {
+			if k == 0 {
+				return s.members[i].ID, nil
+			}
+			k--
+		}
+	}
+	return "", ErrNoEndpoint
+}

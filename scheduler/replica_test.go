@@ -45,3 +45,24 @@ func TestRecordCachedSharesAffinity(t *testing.T) {
 		t.Errorf("replica b Route() = %s with %d cached, want %s with %d", db.Instance, db.CachedTokens, da.Instance, 6*512)
 	}
 }
+
+func TestAnyReady(t *testing.T) {
+	s, _ := mustNew(t, Config{}, 3)
+	ids := pool(3)
+	_ = s.SetHealthy(ids[1].ID, false, nil)
+	seen := map[string]bool{}
+	for n := uint64(0); n < 10; n++ {
+		id, err := s.AnyReady(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[id] = true
+	}
+	if len(seen) != 2 || seen[ids[1].ID] {
+		t.Errorf("AnyReady() visited %v, want the two ready instances", seen)
+	}
+	empty, _ := mustNew(t, Config{}, 0)
+	if _, err := empty.AnyReady(0); !errors.Is(err, ErrNoEndpoint) {
+		t.Errorf("AnyReady() on an empty pool error = %v", err)
+	}
+}

@@ -9,8 +9,8 @@ type Encoder interface {
 	Encode(text string, dst []uint32) []uint32
 	// Name identifies the encoder: "bytes", or the tokenizer file's base name.
 	Name() string
-	// Close releases the encoder's resources. Encode must not be called
-	// after Close.
+	// Close releases the encoder's resources. Encode after Close may
+	// append nothing.
 	Close() error
 }
 

@@ -30,7 +30,7 @@ func commands() map[string]command {
 		"sim":     {"run the trace-driven cluster simulator", runSim},
 		"engine":  {"run a simulated OpenAI-compatible model server", notYet("engine", "the simulated model server (issue: real Envoy end to end)")},
 		"replay":  {"replay a trace against an OpenAI-compatible URL", notYet("replay", "the trace replayer (issue: real Envoy end to end)")},
-		"config":  {"check a config file or print the defaults", notYet("config", "configuration files (issue: ext_proc routing server)")},
+		"config":  {"check a config file or print the defaults", runConfig},
 		"version": {"print the version", runVersion},
 	}
 }

@@ -54,3 +54,27 @@ func TestUnbuiltCommandsFail(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigCommand(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantOut  string
+		wantErr  string
+	}{
+		{"check example", []string{"config", "check", "../../examples/dualmap.yaml"}, 0, "ok (1 pools, 4 static instances)", ""},
+		{"check missing", []string{"config", "check", "/nonexistent.yaml"}, 1, "", "no such file"},
+		{"defaults", []string{"config", "defaults"}, 0, "x-gateway-destination-endpoint", ""},
+		{"no sub", []string{"config"}, 2, "", "check or defaults"},
+		{"bad sub", []string{"config", "lint"}, 2, "", "unknown config command"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if code := run(tt.args, &out, &errOut); code != tt.wantCode || !strings.Contains(out.String(), tt.wantOut) || !strings.Contains(errOut.String(), tt.wantErr) {
+				t.Errorf("run(%q) = %d, stdout %q, stderr %q", tt.args, code, out.String(), errOut.String())
+			}
+		})
+	}
+}

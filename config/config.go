@@ -1,0 +1,134 @@
+// Package config is the router's configuration: one YAML file decoded into
+// plain structs, with defaults written once (Default), strict validation
+// whose errors name the offending key, and environment overrides for
+// secrets. It is for `dualmap serve` and `dualmap config`; it holds no
+// running state.
+package config
+
+import (
+	"time"
+
+	"github.com/dualmap/dualmap/scheduler"
+)
+
+// Config is the whole file. The zero value of a field means its default.
+type Config struct {
+	Listen  Listen  `yaml:"listen"`
+	Pools   []Pool  `yaml:"pools"`
+	SLO     SLO     `yaml:"slo"`
+	Limits  Limits  `yaml:"limits"`
+	Routing Routing `yaml:"routing"`
+	Health  Health  `yaml:"health"`
+	State   State   `yaml:"state"`
+	Log     Log     `yaml:"log"`
+}
+
+// Listen are the addresses the router serves on.
+type Listen struct {
+	GRPC  string `yaml:"grpc"`  // ext_proc gRPC (default ":9002")
+	Admin string `yaml:"admin"` // /healthz, /readyz, /metrics (default ":9090")
+}
+
+// Pool is one set of interchangeable model-server instances.
+type Pool struct {
+	Name string `yaml:"name"`
+	// Models are the model names this pool serves; "*" makes it the
+	// default pool for unknown or missing model names.
+	Models    []string   `yaml:"models"`
+	Instances []Instance `yaml:"instances"`
+	// DNS, instead of (or on top of) a static list: a name re-resolved
+	// every Interval, each address with Port.
+	DNS       *DNS   `yaml:"dns"`
+	Tokenizer string `yaml:"tokenizer"`  // tokenizer.json path; "" = byte approximation
+	BlockSize int    `yaml:"block_size"` // tokens per hash block (default 16)
+	Policy    Policy `yaml:"policy"`
+	// CacheTokens is each instance's KV-cache capacity in tokens unless the
+	// instance says otherwise (default 1,200,000).
+	CacheTokens int `yaml:"cache_tokens"`
+	// PerTokenSeconds is the prior prefill cost per token, refined online
+	// (default 0.00016).
+	PerTokenSeconds float64 `yaml:"per_token_seconds"`
+	// Candidates is the number of hash rings (default 3).
+	Candidates int `yaml:"candidates"`
+}
+
+// Instance is one model server.
+type Instance struct {
+	Address     string  `yaml:"address"` // IP:port, as Envoy's endpoint
+	Weight      float64 `yaml:"weight"`
+	CacheTokens int     `yaml:"cache_tokens"`
+}
+
+// DNS is a name whose A/AAAA records are the pool's instances.
+type DNS struct {
+	Name     string        `yaml:"name"`
+	Port     int           `yaml:"port"`
+	Interval time.Duration `yaml:"interval"` // default 10s
+}
+
+// Policy selects the routing policy and its parameters.
+type Policy struct {
+	Name   string           `yaml:"name"` // default "dualmap"
+	Params scheduler.Params `yaml:"params"`
+}
+
+// SLO are the TTFT objectives.
+type SLO struct {
+	Default time.Duration `yaml:"default"` // default 5s
+	// Classes name objectives a request can ask for with the SLO header
+	// (e.g. interactive: 2s, batch: 60s).
+	Classes map[string]time.Duration `yaml:"classes"`
+}
+
+// Limits bound what one request may cost.
+type Limits struct {
+	MaxBodyBytes int `yaml:"max_body_bytes"` // default 4 MiB
+	// QueueBudgetTokens is the pending prefill an instance may hold before
+	// requests wait in the router (default 20,480; negative: no router queue).
+	QueueBudgetTokens int `yaml:"queue_budget_tokens"`
+	// MaxQueueWait bounds a wait in the router queue; past it the request
+	// gets 429 with Retry-After (default 30s). Envoy's ext_proc
+	// message_timeout must be above it.
+	MaxQueueWait time.Duration `yaml:"max_queue_wait"`
+}
+
+// Routing says how decisions reach Envoy.
+type Routing struct {
+	// Header carries the decision (default x-gateway-destination-endpoint).
+	Header string `yaml:"header"`
+	// Mode: "override-host" (default: "primary,fallback" and envoy.lb
+	// metadata, for the override_host load-balancing policy) or
+	// "original-dst" (one address, for an ORIGINAL_DST cluster).
+	Mode string `yaml:"mode"`
+	// DebugHeaders adds x-dualmap-instance and x-dualmap-reason to responses.
+	DebugHeaders bool `yaml:"debug_headers"`
+	// SLOHeader names the request header with an SLO class or a duration
+	// (default x-dualmap-slo).
+	SLOHeader string `yaml:"slo_header"`
+	// SessionHeader names an optional request header whose value keys the
+	// request instead of its prompt prefix (session affinity); "" = off.
+	SessionHeader string `yaml:"session_header"`
+}
+
+// Health configures active health checks and passive failure handling.
+type Health struct {
+	Path     string        `yaml:"path"`     // default /health
+	Interval time.Duration `yaml:"interval"` // default 5s
+	Timeout  time.Duration `yaml:"timeout"`  // default 1s
+	// Backoff is how long an instance that failed (5xx, connect error)
+	// stays out before the health check may bring it back; doubles on
+	// repeated failures up to MaxBackoff (defaults 2s and 60s).
+	Backoff    time.Duration `yaml:"backoff"`
+	MaxBackoff time.Duration `yaml:"max_backoff"`
+}
+
+// State selects where shared state lives.
+type State struct {
+	Backend string `yaml:"backend"` // "memory" (default); "redis" is a later feature
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `yaml:"level"`  // debug | info (default) | warn | error
+	Format string `yaml:"format"` // text (default) | json
+}

@@ -1,0 +1,260 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/dualmap/dualmap/scheduler"
+)
+
+// ErrInvalid wraps every validation error.
+var ErrInvalid = errors.New("config: invalid")
+
+// Parse decodes YAML strictly (unknown keys and type mismatches are errors
+// that name the line and key), applies environment overrides, fills in
+// defaults and validates.
+func Parse(data []byte, env func(string) string) (Config, error) {
+	var c Config
+	if err := yaml.UnmarshalWithOptions(data, &c, yaml.Strict(), yaml.DisallowUnknownField()); err != nil {
+		return Config{}, fmt.Errorf("%w: %s", ErrInvalid, yaml.FormatError(err, false, true))
+	}
+	if err := applyEnv(&c, env); err != nil {
+		return Config{}, err
+	}
+	c = c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// Load reads and parses a file, with overrides from the process environment.
+func Load(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	c, err := Parse(data, os.Getenv)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Environment overrides, applied after the file and before defaults.
+var envKeys = []string{
+	"DUALMAP_LISTEN_GRPC", "DUALMAP_LISTEN_ADMIN", "DUALMAP_LOG_LEVEL", "DUALMAP_STATE_BACKEND",
+}
+
+// EnvKeys lists the environment variables that override the file.
+func EnvKeys() []string { return slices.Clone(envKeys) }
+
+func applyEnv(c *Config, env func(string) string) error {
+	if env == nil {
+		return nil
+	}
+	set := func(key string, dst *string) {
+		if v := env(key); v != "" {
+			*dst = v
+		}
+	}
+	set("DUALMAP_LISTEN_GRPC", &c.Listen.GRPC)
+	set("DUALMAP_LISTEN_ADMIN", &c.Listen.Admin)
+	set("DUALMAP_LOG_LEVEL", &c.Log.Level)
+	set("DUALMAP_STATE_BACKEND", &c.State.Backend)
+	return nil
+}
+
+func invalid(path, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalid, path, fmt.Sprintf(format, args...))
+}
+
+// Validate reports the first invalid field, by its YAML path. It expects
+// defaults to be filled in (WithDefaults).
+func (c Config) Validate() error {
+	if err := validAddr("listen.grpc", c.Listen.GRPC); err != nil {
+		return err
+	}
+	if err := validAddr("listen.admin", c.Listen.Admin); err != nil {
+		return err
+	}
+	if len(c.Pools) == 0 {
+		return invalid("pools", "at least one pool is required")
+	}
+	names := map[string]bool{}
+	models := map[string]string{}
+	for i, p := range c.Pools {
+		at := fmt.Sprintf("pools[%d]", i)
+		if names[p.Name] {
+			return invalid(at+".name", "duplicate pool name %q", p.Name)
+		}
+		names[p.Name] = true
+		for j, m := range p.Models {
+			if m == "" {
+				return invalid(fmt.Sprintf("%s.models[%d]", at, j), "empty model name")
+			}
+			if other, dup := models[m]; dup {
+				return invalid(fmt.Sprintf("%s.models[%d]", at, j), "model %q is also served by pool %q", m, other)
+			}
+			models[m] = p.Name
+		}
+		if len(p.Instances) == 0 && p.DNS == nil {
+			return invalid(at, "give instances or dns")
+		}
+		seen := map[string]bool{}
+		for j, in := range p.Instances {
+			ip := fmt.Sprintf("%s.instances[%d]", at, j)
+			if err := validEndpoint(ip+".address", in.Address); err != nil {
+				return err
+			}
+			if seen[in.Address] {
+				return invalid(ip+".address", "duplicate address %q", in.Address)
+			}
+			seen[in.Address] = true
+			if in.Weight < 0 {
+				return invalid(ip+".weight", "must be >= 0, got %g", in.Weight)
+			}
+			if in.CacheTokens < 0 {
+				return invalid(ip+".cache_tokens", "must be >= 0, got %d", in.CacheTokens)
+			}
+		}
+		if d := p.DNS; d != nil {
+			switch {
+			case d.Name == "":
+				return invalid(at+".dns.name", "required")
+			case d.Port < 1 || d.Port > 65535:
+				return invalid(at+".dns.port", "must be in [1, 65535], got %d", d.Port)
+			case d.Interval < time.Second:
+				return invalid(at+".dns.interval", "must be >= 1s, got %v", d.Interval)
+			}
+		}
+		if p.BlockSize < 1 {
+			return invalid(at+".block_size", "must be >= 1, got %d", p.BlockSize)
+		}
+		if p.CacheTokens < 0 {
+			return invalid(at+".cache_tokens", "must be >= 0, got %d", p.CacheTokens)
+		}
+		if p.PerTokenSeconds <= 0 {
+			return invalid(at+".per_token_seconds", "must be > 0, got %g", p.PerTokenSeconds)
+		}
+		if p.Tokenizer != "" {
+			if _, err := os.Stat(p.Tokenizer); err != nil {
+				return invalid(at+".tokenizer", "%v", err)
+			}
+		}
+		if _, err := scheduler.New(c.SchedulerConfig(p), nil); err != nil {
+			return invalid(at+".policy", "%v", strings.TrimPrefix(err.Error(), "scheduler: "))
+		}
+	}
+	if c.SLO.Default <= 0 {
+		return invalid("slo.default", "must be > 0, got %v", c.SLO.Default)
+	}
+	for name, d := range c.SLO.Classes {
+		if name == "" || d <= 0 {
+			return invalid("slo.classes."+name, "want a name and a positive duration, got %v", d)
+		}
+	}
+	switch {
+	case c.Limits.MaxBodyBytes < 1:
+		return invalid("limits.max_body_bytes", "must be >= 1, got %d", c.Limits.MaxBodyBytes)
+	case c.Limits.MaxQueueWait < 0:
+		return invalid("limits.max_queue_wait", "must be >= 0, got %v", c.Limits.MaxQueueWait)
+	case c.Routing.Mode != ModeOverrideHost && c.Routing.Mode != ModeOriginalDst:
+		return invalid("routing.mode", "%q is not %s or %s", c.Routing.Mode, ModeOverrideHost, ModeOriginalDst)
+	case !validHeaderName(c.Routing.Header):
+		return invalid("routing.header", "%q is not a lowercase header name", c.Routing.Header)
+	case !validHeaderName(c.Routing.SLOHeader):
+		return invalid("routing.slo_header", "%q is not a lowercase header name", c.Routing.SLOHeader)
+	case c.Routing.SessionHeader != "" && !validHeaderName(c.Routing.SessionHeader):
+		return invalid("routing.session_header", "%q is not a lowercase header name", c.Routing.SessionHeader)
+	case !strings.HasPrefix(c.Health.Path, "/"):
+		return invalid("health.path", "must start with /, got %q", c.Health.Path)
+	case c.Health.Interval <= 0 || c.Health.Timeout <= 0 || c.Health.Backoff <= 0 || c.Health.MaxBackoff < c.Health.Backoff:
+		return invalid("health", "interval, timeout and backoff must be > 0 and max_backoff >= backoff")
+	case c.State.Backend != "memory":
+		return invalid("state.backend", "%q is not supported yet (memory)", c.State.Backend)
+	case !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level):
+		return invalid("log.level", "%q is not debug, info, warn or error", c.Log.Level)
+	case c.Log.Format != "text" && c.Log.Format != "json":
+		return invalid("log.format", "%q is not text or json", c.Log.Format)
+	}
+	return nil
+}
+
+// SchedulerConfig is the scheduler configuration of pool p.
+func (c Config) SchedulerConfig(p Pool) scheduler.Config {
+	budget := c.Limits.QueueBudgetTokens
+	if budget < 0 {
+		budget = 0
+	}
+	return scheduler.Config{
+		Policy:      p.Policy.Name,
+		Params:      p.Policy.Params,
+		SLO:         c.SLO.Default,
+		BlockSize:   p.BlockSize,
+		Candidates:  p.Candidates,
+		CacheTokens: p.CacheTokens,
+		Cost:        scheduler.CostConfig{PerToken: p.PerTokenSeconds},
+		Queue:       scheduler.QueueConfig{Budget: budget, MaxWait: c.Limits.MaxQueueWait},
+	}
+}
+
+// SLOFor resolves an SLO header value: a class name or a Go duration
+// ("2s", "750ms"). Empty means the default.
+func (c Config) SLOFor(v string) (time.Duration, error) {
+	if v == "" {
+		return c.SLO.Default, nil
+	}
+	if d, ok := c.SLO.Classes[v]; ok {
+		return d, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("unknown SLO class or duration %q", v)
+	}
+	return d, nil
+}
+
+func validAddr(path, a string) error {
+	if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+		return invalid(path, "%q is not host:port", a)
+	}
+	return nil
+}
+
+// validEndpoint accepts what Envoy accepts as an endpoint in the header:
+// IP:port or [IPv6]:port.
+func validEndpoint(path, a string) error {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return invalid(path, "%q is not IP:port", a)
+	}
+	if net.ParseIP(host) == nil {
+		return invalid(path, "%q: %q is not an IP address (Envoy pins endpoints by IP; use dns for names)", a, host)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return invalid(path, "%q: bad port", a)
+	}
+	return nil
+}
+
+func validHeaderName(h string) bool {
+	if h == "" {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
