@@ -2,7 +2,6 @@ package config
 
 import (
 	"time"
-
 )
 
 // Defaults, written once.
@@ -20,7 +19,6 @@ const (
 	ModeOverrideHost    = "override-host"
 	ModeOriginalDst     = "original-dst"
 )
-
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
