@@ -33,3 +33,15 @@ run: build
 
 clean:
 	rm -rf bin
+
+# Real Hugging Face tokenizers (package tokenize, build tag "tokenizers") link
+# libtokenizers.a, built by scripts/libtokenizers.sh with cargo into this dir.
+TOKLIB_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/dualmap/libtokenizers-1.22.1/target/release
+
+.PHONY: libtokenizers test-tokenizers
+
+libtokenizers:
+	bash scripts/libtokenizers.sh
+
+test-tokenizers: libtokenizers
+	CGO_ENABLED=1 CGO_LDFLAGS="-L$(TOKLIB_DIR)" $(GO) test -tags tokenizers -race -count=1 ./tokenize/

@@ -21,9 +21,10 @@ const maxDepth = 1000
 // The value readers expect the caller to have looked at the next byte with
 // peek and to call the reader for that kind of value.
 type reader struct {
-	data  []byte
-	pos   int
-	depth int
+	data    []byte
+	pos     int
+	depth   int
+	scratch []byte // reused to decode strings with escapes; see readString
 }
 
 // peek skips whitespace and returns the next byte, or 0 at the end of input.
@@ -251,9 +252,9 @@ func digits(d []byte, i int) int {
 }
 
 // readString consumes the string at r.pos (which must be '"'). With keep it
-// returns the decoded string appended to dst; when dst is nil and the string
-// has no escapes the result aliases the input instead of being copied.
-// Without keep it only validates.
+// returns the decoded string appended to dst. When dst is nil the result
+// aliases the input (no escapes) or the reader's scratch buffer (escapes) and
+// is only valid until the next read. Without keep it only validates.
 func (r *reader) readString(dst []byte, keep bool) ([]byte, error) {
 	d := r.data
 	start := r.pos + 1
@@ -269,7 +270,10 @@ func (r *reader) readString(dst []byte, keep bool) ([]byte, error) {
 			return append(dst, d[start:i]...), nil
 		}
 	}
-	out := dst
+	out, scratch := dst, keep && dst == nil
+	if scratch {
+		out = r.scratch[:0]
+	}
 	if keep {
 		out = append(out, d[start:i]...)
 	}
@@ -281,6 +285,9 @@ func (r *reader) readString(dst []byte, keep bool) ([]byte, error) {
 		switch c := d[i]; {
 		case c == '"':
 			r.pos = i + 1
+			if scratch {
+				r.scratch = out
+			}
 			return out, nil
 		case c < 0x20:
 			r.pos = i

@@ -1,6 +1,6 @@
 package openai
 
-import "strconv"
+import "math"
 
 // This file holds the typed value readers: each reads the value at the
 // reader's position, checks its JSON type and reports a wrong one against the
@@ -59,29 +59,35 @@ func (r *reader) optCount(p *param) (n int, present bool, err error) {
 	case !isInt:
 		return 0, false, errType(p, "an integer", c)
 	case !ok:
-		return 0, false, errValue(p, "%s is not a non-negative integer that fits in 64 bits.", quote(string(text)))
+		return 0, false, errValue(p, "%s is not a non-negative integer in range.", quote(string(text)))
 	}
 	return n, true, nil
 }
 
 // parseCount parses the text of a valid JSON number as a non-negative int.
 // isInt is false when the number has a fraction or exponent; ok is false
-// when it is an integer but negative or too large.
+// when it is an integer but negative or too large for an int.
 func parseCount(text []byte) (n int, ok, isInt bool) {
 	for _, c := range text {
 		if c == '.' || c == 'e' || c == 'E' {
 			return 0, false, false
 		}
 	}
-	v, err := strconv.ParseInt(string(text), 10, 0)
-	if err != nil || v < 0 {
-		return 0, false, true
+	if len(text) > 0 && text[0] == '-' {
+		return 0, len(text) == 2 && text[1] == '0', true // -0 is 0
 	}
-	return int(v), true, true
+	for _, c := range text {
+		d := int(c - '0')
+		if n > (math.MaxInt-d)/10 {
+			return 0, false, true
+		}
+		n = n*10 + d
+	}
+	return n, true, true
 }
 
 // optCanon reads any value except null as canonical JSON (see canon), or
-// null; want, when not empty, is the one JSON type allowed ('[' or '{').
+// null (nil); want, when not 0, is the one JSON type allowed ('[' or '{').
 func (r *reader) optCanon(p *param, want byte) ([]byte, error) {
 	c := r.peek()
 	if c == 'n' {

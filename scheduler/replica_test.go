@@ -66,3 +66,14 @@ func TestAnyReady(t *testing.T) {
 		t.Errorf("AnyReady() on an empty pool error = %v", err)
 	}
 }
+
+func TestSessionKey(t *testing.T) {
+	s, _ := mustNew(t, Config{Policy: "cache-affinity"}, 16)
+	first := route(t, s, &Request{Blocks: prompt(1, 1, 0, 4), Tokens: 2048, Session: 42})
+	for i := 0; i < 20; i++ {
+		d := route(t, s, &Request{Blocks: prompt(uint64(100+i), uint64(i), 0, 4), Tokens: 2048, Session: 42})
+		if d.Instance != first.Instance || d.KeyDepth != 0 {
+			t.Fatalf("session request %d went to %s (depth %d), want %s", i, d.Instance, d.KeyDepth, first.Instance)
+		}
+	}
+}

@@ -29,6 +29,10 @@ type Request struct {
 	Tokens int
 	// SLO is this request's TTFT objective; 0 means Config.SLO.
 	SLO time.Duration
+	// Session, when non-zero, is the ring key instead of the prompt prefix
+	// (session affinity): every request of a session gets the same
+	// candidates, and the key-depth table is not consulted (KeyDepth 0).
+	Session uint64
 	// Tag is the caller's, untouched by the scheduler.
 	Tag any
 

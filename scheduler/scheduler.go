@@ -198,6 +198,15 @@ func checkRequest(r *Request) error {
 	return nil
 }
 
+// keyFor returns r's key depth and ring key.
+func (s *Scheduler) keyFor(r *Request) (int, uint64) {
+	if r.Session != 0 {
+		return 0, r.Session
+	}
+	d := s.kd.depth(r.Blocks)
+	return d, keyOf(r.Blocks, d)
+}
+
 // keyOf is the ring key of a prompt whose key is d blocks long: the chained
 // hash of block d, which stands for the whole d-block prefix.
 func keyOf(blocks []uint64, d int) uint64 {
@@ -215,8 +224,7 @@ func (s *Scheduler) Pick(r *Request) (Decision, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := s.kd.depth(r.Blocks)
-	key := keyOf(r.Blocks, d)
+	d, key := s.keyFor(r)
 	saved := r.key
 	r.key = key
 	ch, cands, n, err := s.choose(r, s.now())
@@ -291,14 +299,16 @@ func (s *Scheduler) Route(r *Request, out *Outcome) (Decision, error) {
 		return Decision{}, fmt.Errorf("%w: request routed twice", ErrBadRequest)
 	}
 	now := s.now()
-	d := s.kd.depth(r.Blocks)
+	d, key := s.keyFor(r)
 	r.arrived = now
-	r.key = keyOf(r.Blocks, d)
+	r.key = key
 	r.dec = Decision{KeyDepth: d}
 	if err := s.place(r, now, ReasonNone, out); err != nil {
 		return Decision{}, err
 	}
-	s.kd.observe(r.Blocks, d, now)
+	if r.Session == 0 {
+		s.kd.observe(r.Blocks, d, now)
+	}
 	s.stats.Routed++
 	return r.dec, nil
 }

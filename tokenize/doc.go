@@ -6,7 +6,7 @@
 // Prompter.Messages (chat) and Prompter.Text (completions) return a Prompt,
 // and Blocks is the block hashing that the simulated model server must share
 // with the router. It is not for producing the exact token ids a model server
-// feeds its model: the chat template is approximated (see Prompter.Messages)
+// feeds its model: the chat template is approximated (see Chat rendering)
 // and the default encoder only approximates a tokenizer. It starts no
 // goroutines and does no I/O except reading a tokenizer file in Open.
 //
@@ -20,6 +20,30 @@
 // on them, are in the right range. Open with a tokenizer.json path returns a
 // real Hugging Face tokenizer, available only in a build with the
 // "tokenizers" build tag (see Open).
+//
+// # Chat rendering
+//
+// Model servers render a chat through the model's own template (special
+// tokens around each message) before tokenizing. The router does not need
+// that exact rendering, only a deterministic one in which equal leading
+// messages give equal leading tokens, and whose length is close. So
+// Prompter.Messages renders each message as the text "<|role|>\n" followed by
+// its content, each encoded on its own, and ends the chat with
+// "<|assistant|>\n", as a server does when it adds the generation prompt. A
+// chat's tokens are then the concatenation of its messages' tokens, which
+// lets Prompter cache them per message, and a turn's tokens are a prefix of
+// the next turn's, which repeats the chat and adds the reply and a new
+// message.
+//
+// # The message cache
+//
+// Prompter keeps each message's tokens in an LRU cache bounded both by
+// entries and by the tokens held, keyed by a 64-bit hash of role and
+// content. To rule out a wrong hit it also checks the role, the content's
+// length and a second, independently seeded 64-bit hash of the content: a
+// wrong hit needs a 128-bit collision, so no copy of the content is kept. The
+// hashes are seeded at random per Prompter, so they cannot be steered by
+// crafted input and mean nothing outside the process.
 //
 // # Block hashes
 //

@@ -1,4 +1,4 @@
-//go:build tokenizers
+//go:build tokenizers && cgo
 
 package tokenize
 

@@ -2,9 +2,10 @@ package tokenize
 
 import "hash/maphash"
 
-// keyer hashes messages into cache keys. Its seeds are random per Prompter,
-// so keys mean nothing outside the process, and inputs cannot be crafted to
-// collide without knowing the seeds.
+// keyer hashes messages into cache keys (see "The message cache" in the
+// package doc). Its seeds are random per Prompter, so keys mean nothing
+// outside the process, and inputs cannot be crafted to collide without
+// knowing the seeds.
 //
 // A wrong cache hit needs two messages with the same role and content length
 // whose contents collide on two independently seeded 64-bit hashes (key and

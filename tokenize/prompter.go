@@ -87,9 +87,8 @@ func or(v, def int) int {
 }
 
 // Messages sets *dst to the prompt of a chat: each message rendered as its
-// role marker and content, then the assistant's marker (see roles.go for
-// why this approximation is enough). No messages give Tokens 0 and no
-// blocks. Messages' tokens come from the per-message cache when there,
+// role marker and content, then the assistant's marker (see "Chat
+// rendering" in the package doc). No messages give Tokens 0 and no blocks. Messages' tokens come from the per-message cache when there,
 // keyed by role and content. It reuses dst.Blocks' storage; it fails only
 // when dst is nil.
 func (p *Prompter) Messages(msgs []Message, dst *Prompt) error {

@@ -26,7 +26,7 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"serve":   {"run the Envoy ext_proc routing server", notYet("serve", "the ext_proc server (issue: ext_proc routing server)")},
+		"serve":   {"run the Envoy ext_proc routing server", runServe},
 		"sim":     {"run the trace-driven cluster simulator", runSim},
 		"engine":  {"run a simulated OpenAI-compatible model server", notYet("engine", "the simulated model server (issue: real Envoy end to end)")},
 		"replay":  {"replay a trace against an OpenAI-compatible URL", notYet("replay", "the trace replayer (issue: real Envoy end to end)")},

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/dualmap/dualmap/config"
+	"github.com/dualmap/dualmap/extproc"
+)
+
+func runServe(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "configuration file (see examples/dualmap.yaml; `dualmap config defaults`)")
+	grace := fs.Duration("shutdown-grace", 30*time.Second, "on SIGTERM, how long open streams may finish")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *path == "" {
+		return fmt.Errorf("%w: --config FILE is required", errUsage)
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.Log, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return serve(ctx, cfg, *path, *grace, log, nil)
+}
+
+func newLogger(c config.Log, w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// serve runs the router until ctx ends. ready, if not nil, receives the
+// bound gRPC and admin addresses once both listen (for tests).
+func serve(ctx context.Context, cfg config.Config, path string, grace time.Duration, log *slog.Logger, ready chan<- [2]string) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := extproc.New(cfg, extproc.Options{Logger: log, Registry: reg})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+
+	gl, err := net.Listen("tcp", cfg.Listen.GRPC)
+	if err != nil {
+		return fmt.Errorf("listen grpc: %w", err)
+	}
+	al, err := net.Listen("tcp", cfg.Listen.Admin)
+	if err != nil {
+		gl.Close()
+		return fmt.Errorf("listen admin: %w", err)
+	}
+	// Bodies up to the configured limit, plus protobuf framing.
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(cfg.Limits.MaxBodyBytes+(1<<20)), grpc.MaxSendMsgSize(cfg.Limits.MaxBodyBytes+(1<<20)))
+	srv.Register(g)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(g, hs)
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus("envoy.service.ext_proc.v3.ExternalProcessor", healthpb.HealthCheckResponse_SERVING)
+	admin := &http.Server{Handler: srv.AdminHandler(reg), ReadHeaderTimeout: 5 * time.Second}
+
+	runCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { srv.Run(runCtx); close(done) }()
+	errc := make(chan error, 2)
+	go func() { errc <- g.Serve(gl) }()
+	go func() {
+		if err := admin.Serve(al); !errors.Is(err, http.ErrServerClosed) {
+			errc <- err
+		}
+	}()
+	log.Info("dualmap serving", "grpc", gl.Addr().String(), "admin", al.Addr().String(), "pools", len(cfg.Pools), "state", cfg.State.Backend)
+	if ready != nil {
+		ready <- [2]string{gl.Addr().String(), al.Addr().String()}
+	}
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-hup:
+			if path == "" {
+				continue
+			}
+			c, err := config.Load(path)
+			if err != nil {
+				log.Error("reload: keeping the running configuration", "error", err)
+				continue
+			}
+			srv.Reload(c)
+			log.Info("reloaded instance lists", "config", path)
+			continue
+		case err := <-errc:
+			cancel()
+			g.Stop()
+			return fmt.Errorf("serve: %w", err)
+		case <-ctx.Done():
+		}
+		break
+	}
+	log.Info("shutting down: finishing open streams", "grace", grace)
+	hs.Shutdown()
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(grace):
+		log.Warn("grace period over; closing the remaining streams")
+		g.Stop()
+	}
+	shutCtx, shutCancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer shutCancel()
+	admin.Shutdown(shutCtx)
+	cancel()
+	<-done
+	log.Info("stopped")
+	return nil
+}

@@ -1,0 +1,36 @@
+package extproc
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// AdminHandler serves /healthz (the process is up), /readyz (every pool has
+// a ready instance), /metrics (Prometheus, from g) and /debug/instances
+// (each pool's instances as the scheduler sees them, JSON).
+func (s *Server) AdminHandler(g prometheus.Gatherer) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := s.Ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /debug/instances", func(w http.ResponseWriter, r *http.Request) {
+		out := map[string]any{}
+		for _, p := range s.pools {
+			out[p.name] = p.sched.Instances()
+		}
+		w.Header().Set("content-type", "application/json")
+		json.NewEncoder(w).Encode(out)
+	})
+	return mux
+}

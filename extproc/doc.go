@@ -1,0 +1,13 @@
+// Package extproc is the Envoy external-processing (ext_proc) server: it
+// receives each HTTP request's headers and buffered body over a gRPC stream,
+// parses OpenAI-style bodies, tokenizes the prompt, asks the scheduler where
+// the request goes, and answers with a header (and envoy.lb dynamic
+// metadata) that pins the upstream endpoint. It holds requests that must
+// wait in the router queue, turns every failure into an OpenAI-style error
+// response, and feeds response timing and status back to the scheduler.
+//
+// One stream is one HTTP request; a stream's processor has one method per
+// ext_proc phase (stream.go). Errors become Envoy immediate responses in one
+// place (respond.go). The package owns no shared state of its own beyond the
+// pools it routes for; the scheduler is the decision maker.
+package extproc

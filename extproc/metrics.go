@@ -1,0 +1,72 @@
+package extproc
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the router's Prometheus series. Label values never carry
+// prompt text.
+type metrics struct {
+	decisions   *prometheus.CounterVec   // pool, policy, reason
+	errors      *prometheus.CounterVec   // kind
+	queueWait   *prometheus.HistogramVec // pool
+	queueDepth  *prometheus.GaugeVec     // pool
+	pending     *prometheus.GaugeVec     // pool, instance
+	healthy     *prometheus.GaugeVec     // pool, instance
+	promptTok   *prometheus.CounterVec   // pool
+	cachedTok   *prometheus.CounterVec   // pool
+	tokenize    prometheus.Histogram
+	decide      prometheus.Histogram
+	firstByte   *prometheus.HistogramVec // pool
+	upstreamErr *prometheus.CounterVec   // pool, instance
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dualmap_decisions_total", Help: "Routing decisions by pool, policy and reason (cache, load, tie, overflow, only, policy, migrated, rerouted, any).",
+		}, []string{"pool", "policy", "reason"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dualmap_errors_total", Help: "Requests answered with an error, by kind.",
+		}, []string{"kind"}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "dualmap_queue_wait_seconds", Help: "Time requests waited in the router queue before dispatch.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}, []string{"pool"}),
+		queueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dualmap_queue_depth", Help: "Requests waiting in the router queues.",
+		}, []string{"pool"}),
+		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dualmap_instance_pending_tokens", Help: "Prefill tokens queued in the router plus dispatched and not yet through prefill, per instance.",
+		}, []string{"pool", "instance"}),
+		healthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dualmap_instance_healthy", Help: "1 when the instance takes requests.",
+		}, []string{"pool", "instance"}),
+		promptTok: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dualmap_prompt_tokens_total", Help: "Prompt tokens routed.",
+		}, []string{"pool"}),
+		cachedTok: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dualmap_cached_tokens_total", Help: "Prompt tokens the router expected the chosen instance to hold in its KV cache.",
+		}, []string{"pool"}),
+		tokenize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "dualmap_tokenize_seconds", Help: "Time to parse and tokenize a request body.",
+			Buckets: prometheus.ExponentialBuckets(0.00001, 2.5, 14),
+		}),
+		decide: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "dualmap_decision_seconds", Help: "Time of the scheduler's routing decision.",
+			Buckets: prometheus.ExponentialBuckets(0.000001, 2.5, 14),
+		}),
+		firstByte: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "dualmap_first_byte_seconds", Help: "Time from the router's decision to the upstream's response headers (TTFT for streams).",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+		}, []string{"pool"}),
+		upstreamErr: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dualmap_upstream_errors_total", Help: "5xx responses and connection failures per instance.",
+		}, []string{"pool", "instance"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.decisions, m.errors, m.queueWait, m.queueDepth, m.pending, m.healthy,
+			m.promptTok, m.cachedTok, m.tokenize, m.decide, m.firstByte, m.upstreamErr)
+	}
+	return m
+}

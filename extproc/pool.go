@@ -1,0 +1,112 @@
+package extproc
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dualmap/dualmap/config"
+	"github.com/dualmap/dualmap/scheduler"
+	"github.com/dualmap/dualmap/tokenize"
+)
+
+// router is what a pool needs from its scheduler.
+type router interface {
+	Route(r *scheduler.Request, out *scheduler.Outcome) (scheduler.Decision, error)
+	FirstToken(r *scheduler.Request, out *scheduler.Outcome)
+	Complete(r *scheduler.Request, out *scheduler.Outcome)
+	Cancel(r *scheduler.Request, out *scheduler.Outcome)
+	Tick(out *scheduler.Outcome)
+	AnyReady(n uint64) (string, error)
+	SetHealthy(id string, healthy bool, out *scheduler.Outcome) error
+	SetInstances(list []scheduler.Instance, out *scheduler.Outcome) error
+	Instances() []scheduler.InstanceState
+	QueueLen() int
+}
+
+var _ router = (*scheduler.Scheduler)(nil)
+
+// pool is one set of model servers with its scheduler and tokenizer.
+type pool struct {
+	name     string
+	policy   string
+	sched    router
+	prompter *tokenize.Prompter
+	encoder  tokenize.Encoder
+
+	mu     sync.Mutex // guards static, dns, health
+	static []config.Instance
+	dns    []string                // addresses last resolved
+	health map[string]*healthState // by instance address
+}
+
+// healthState is an instance's passive-failure backoff.
+type healthState struct {
+	down      bool
+	downUntil time.Time
+	backoff   time.Duration
+}
+
+func newPool(c config.Config, p config.Pool, now func() time.Time) (*pool, error) {
+	enc, err := tokenize.Open(p.Tokenizer)
+	if err != nil {
+		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
+	}
+	pr, err := tokenize.NewPrompter(enc, tokenize.Config{BlockSize: p.BlockSize})
+	if err != nil {
+		enc.Close()
+		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
+	}
+	sc := c.SchedulerConfig(p)
+	sc.Now = now
+	sched, err := scheduler.New(sc, instances(p.Instances, nil))
+	if err != nil {
+		enc.Close()
+		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
+	}
+	return &pool{
+		name: p.Name, policy: p.Policy.Name, sched: sched, prompter: pr, encoder: enc,
+		static: p.Instances, health: map[string]*healthState{},
+	}, nil
+}
+
+// instances merges the static list with resolved addresses.
+func instances(static []config.Instance, resolved []string) []scheduler.Instance {
+	list := make([]scheduler.Instance, 0, len(static)+len(resolved))
+	seen := map[string]bool{}
+	for _, in := range static {
+		list = append(list, scheduler.Instance{ID: in.Address, Weight: in.Weight, CacheTokens: in.CacheTokens})
+		seen[in.Address] = true
+	}
+	for _, a := range resolved {
+		if !seen[a] {
+			list = append(list, scheduler.Instance{ID: a})
+			seen[a] = true
+		}
+	}
+	return list
+}
+
+// setMembers replaces the pool's instances (config reload or DNS); streams
+// in flight are unaffected, queued requests of removed instances re-routed.
+// A nil pointer keeps that part as it was.
+func (p *pool) setMembers(static *[]config.Instance, resolved *[]string, out *scheduler.Outcome) error {
+	p.mu.Lock()
+	if static != nil {
+		p.static = *static
+	}
+	if resolved != nil {
+		p.dns = *resolved
+	}
+	list := instances(p.static, p.dns)
+	p.mu.Unlock()
+	return p.sched.SetInstances(list, out)
+}
+
+func (p *pool) addresses() []string {
+	var ids []string
+	for _, st := range p.sched.Instances() {
+		ids = append(ids, st.ID)
+	}
+	return ids
+}

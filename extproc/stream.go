@@ -1,0 +1,343 @@
+package extproc
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/dualmap/dualmap/config"
+	"github.com/dualmap/dualmap/openai"
+	"github.com/dualmap/dualmap/scheduler"
+	"github.com/dualmap/dualmap/tokenize"
+)
+
+// result is how a queued request learns its fate.
+type result struct {
+	dec scheduler.Decision
+	err error
+}
+
+// stream is the processor of one ext_proc stream (one HTTP request). Its
+// methods run on the stream's goroutine, except signal.
+type stream struct {
+	s   *Server
+	ctx context.Context
+
+	method, path, contentType string
+	sloHeader, session        string
+	body                      []byte
+
+	pool       *pool
+	req        *scheduler.Request
+	dec        scheduler.Decision
+	streaming  bool
+	dispatched time.Time
+	routed     bool // req was given to the scheduler
+	settled    bool // completed or cancelled there
+	ready      chan result
+}
+
+func newStream(s *Server, ctx context.Context) *stream {
+	return &stream{s: s, ctx: ctx, ready: make(chan result, 1)}
+}
+
+// signal delivers a queued request's outcome; never blocks.
+func (st *stream) signal(r result) {
+	select {
+	case st.ready <- r:
+	default:
+	}
+}
+
+// handle answers one message with exactly one response of the matching
+// kind (a mismatched kind makes Envoy skip ext_proc for the request).
+func (st *stream) handle(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+	switch v := req.Request.(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders:
+		return st.onRequestHeaders(v.RequestHeaders)
+	case *extprocv3.ProcessingRequest_RequestBody:
+		return st.onRequestBody(v.RequestBody)
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		return st.onResponseHeaders(v.ResponseHeaders)
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{}}}
+	case *extprocv3.ProcessingRequest_RequestTrailers:
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}}}
+	case *extprocv3.ProcessingRequest_ResponseTrailers:
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{ResponseTrailers: &extprocv3.TrailersResponse{}}}
+	}
+	return nil // nothing we know how to answer; Envoy's message timeout applies
+}
+
+func headerValue(h *corev3.HeaderValue) string {
+	if len(h.RawValue) > 0 {
+		return string(h.RawValue)
+	}
+	return h.Value
+}
+
+func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	cfg := &st.s.cfg.Routing
+	if h.GetHeaders() != nil {
+		for _, kv := range h.Headers.Headers {
+			switch strings.ToLower(kv.Key) {
+			case ":method":
+				st.method = headerValue(kv)
+			case ":path":
+				st.path = headerValue(kv)
+			case "content-type":
+				st.contentType = headerValue(kv)
+			case cfg.SLOHeader:
+				st.sloHeader = headerValue(kv)
+			case cfg.SessionHeader:
+				if cfg.SessionHeader != "" {
+					st.session = headerValue(kv)
+				}
+			}
+		}
+	}
+	// A client-supplied destination never survives: strip it now, and the
+	// body answer overwrites it again.
+	strip := &extprocv3.HeaderMutation{RemoveHeaders: []string{cfg.Header}}
+	if !h.GetEndOfStream() && openai.Classify(st.method, st.path) != openai.KindOther {
+		return continueHeaders(strip)
+	}
+	if !h.GetEndOfStream() {
+		// A body we do not parse (another POST path): pin at its end.
+		return continueHeaders(strip)
+	}
+	return st.routeAny(true)
+}
+
+// routeAny pins a request that carries no prompt to any ready instance of
+// the default pool (or the first pool).
+func (st *stream) routeAny(headersPhase bool) *extprocv3.ProcessingResponse {
+	p := st.s.def
+	if p == nil {
+		p = st.s.pools[0]
+	}
+	id, err := p.sched.AnyReady(st.s.seq.Add(1))
+	if err != nil {
+		return st.fail(err)
+	}
+	st.s.m.decisions.WithLabelValues(p.name, p.policy, "any").Inc()
+	m := st.pin(scheduler.Decision{Instance: id})
+	if headersPhase {
+		resp := continueHeaders(m)
+		resp.DynamicMetadata = st.metadata(scheduler.Decision{Instance: id})
+		return resp
+	}
+	resp := continueBody(m)
+	resp.DynamicMetadata = st.metadata(scheduler.Decision{Instance: id})
+	return resp
+}
+
+func (st *stream) onRequestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	st.body = append(st.body, b.Body...)
+	if len(st.body) > st.s.cfg.Limits.MaxBodyBytes {
+		_, err := openai.Parse(st.method, st.path, st.contentType, st.body, openai.Limits{MaxBodyBytes: st.s.cfg.Limits.MaxBodyBytes})
+		if err == nil {
+			err = fmt.Errorf("body over limit")
+		}
+		return st.fail(err)
+	}
+	if !b.EndOfStream {
+		return continueBody(nil)
+	}
+	if openai.Classify(st.method, st.path) == openai.KindOther {
+		return st.routeAny(false)
+	}
+	start := time.Now()
+	r, err := st.prepare()
+	st.s.m.tokenize.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return st.fail(err)
+	}
+	st.req = r
+	p := st.pool
+	start = time.Now()
+	var out scheduler.Outcome
+	dec, err := p.sched.Route(r, &out)
+	st.s.m.decide.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return st.fail(err)
+	}
+	st.routed = true
+	deliverOthers(&out, st)
+	if dec.Queued {
+		waitStart := time.Now()
+		select {
+		case res := <-st.ready:
+			if res.err != nil {
+				st.settled = true // the scheduler already let go of it
+				return st.fail(res.err)
+			}
+			dec = res.dec
+		case <-st.ctx.Done():
+			return nil // the stream is gone; finish cancels the request
+		}
+		st.s.m.queueWait.WithLabelValues(p.name).Observe(time.Since(waitStart).Seconds())
+	}
+	st.dec = dec
+	st.dispatched = time.Now()
+	st.s.m.decisions.WithLabelValues(p.name, p.policy, dec.Reason.String()).Inc()
+	st.s.m.promptTok.WithLabelValues(p.name).Add(float64(r.Tokens))
+	st.s.m.cachedTok.WithLabelValues(p.name).Add(float64(dec.CachedTokens))
+	resp := continueBody(st.pin(dec))
+	resp.DynamicMetadata = st.metadata(dec)
+	return resp
+}
+
+// deliverOthers hands out what a stream's own call dispatched for other
+// streams (its own request it reads from the call's result).
+func deliverOthers(out *scheduler.Outcome, self *stream) {
+	for _, d := range out.Dispatched {
+		if st, ok := d.Request.Tag.(*stream); ok && st != self {
+			st.signal(result{dec: d.Decision})
+		}
+	}
+	for _, f := range out.Failed {
+		if st, ok := f.Request.Tag.(*stream); ok && st != self {
+			st.signal(result{err: f.Err})
+		}
+	}
+	out.Reset()
+}
+
+// prepare parses the body and tokenizes the prompt into a scheduler request.
+func (st *stream) prepare() (*scheduler.Request, error) {
+	cfg := st.s.cfg
+	body, err := openai.Parse(st.method, st.path, st.contentType, st.body, openai.Limits{MaxBodyBytes: cfg.Limits.MaxBodyBytes})
+	if err != nil {
+		return nil, err
+	}
+	p, err := st.s.poolFor(body.Model)
+	if err != nil {
+		return nil, err
+	}
+	st.pool = p
+	st.streaming = body.Stream
+	slo, err := cfg.SLOFor(st.sloHeader)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", errBadSLO, cfg.Routing.SLOHeader, err)
+	}
+	var prompt tokenize.Prompt
+	if len(body.Messages) > 0 {
+		msgs := make([]tokenize.Message, len(body.Messages))
+		for i, m := range body.Messages {
+			msgs[i] = tokenize.Message{Role: m.Role, Content: m.Content}
+		}
+		err = p.prompter.Messages(msgs, &prompt)
+	} else if len(body.Prompts) > 0 {
+		err = p.prompter.Text(body.Prompts[0], &prompt)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errTokenize, err)
+	}
+	r := &scheduler.Request{Blocks: prompt.Blocks, Tokens: prompt.Tokens, SLO: slo, Tag: st}
+	if st.session != "" {
+		r.Session = sessionKey(st.session)
+	}
+	return r, nil
+}
+
+// sessionKey hashes a session header value (FNV-1a; never 0).
+func sessionKey(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	if h == 0 {
+		h = 1
+	}
+	return h
+}
+
+// destination is the header value for a decision.
+func (st *stream) destination(dec scheduler.Decision) string {
+	if st.s.cfg.Routing.Mode == config.ModeOriginalDst || dec.Fallback == "" {
+		return dec.Instance
+	}
+	return dec.Instance + "," + dec.Fallback
+}
+
+// pin is the header mutation that steers Envoy to the decision.
+func (st *stream) pin(dec scheduler.Decision) *extprocv3.HeaderMutation {
+	return &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{header(st.s.cfg.Routing.Header, st.destination(dec))}}
+}
+
+func (st *stream) metadata(dec scheduler.Decision) *structpb.Struct {
+	if st.s.cfg.Routing.Mode != config.ModeOverrideHost {
+		return nil
+	}
+	return lbMetadata(st.s.cfg.Routing.Header, st.destination(dec))
+}
+
+func (st *stream) onResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	code := 0
+	if h.GetHeaders() != nil {
+		for _, kv := range h.Headers.Headers {
+			if kv.Key == ":status" {
+				code, _ = strconv.Atoi(headerValue(kv))
+			}
+		}
+	}
+	if st.routed && !st.settled && st.req != nil {
+		p := st.pool
+		if !st.dispatched.IsZero() {
+			st.s.m.firstByte.WithLabelValues(p.name).Observe(time.Since(st.dispatched).Seconds())
+		}
+		if code >= 500 {
+			st.s.upstreamFailed(p, st.dec.Instance)
+		} else if code >= 200 && code < 300 {
+			st.s.upstreamOK(p, st.dec.Instance)
+		}
+		var out scheduler.Outcome
+		if st.streaming && code >= 200 && code < 300 {
+			p.sched.FirstToken(st.req, &out) // first byte of a stream: its prefill is done
+		} else {
+			p.sched.Complete(st.req, &out)
+			st.settled = true
+		}
+		deliverOthers(&out, st)
+	}
+	if !st.s.cfg.Routing.DebugHeaders || st.dec.Instance == "" {
+		return continueResponseHeaders(nil)
+	}
+	return continueResponseHeaders(&extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{
+		header("x-dualmap-instance", st.dec.Instance),
+		header("x-dualmap-reason", st.dec.Reason.String()),
+		header("x-dualmap-cached-tokens", strconv.Itoa(st.dec.CachedTokens)),
+	}})
+}
+
+// finish runs when the stream ends: the response is over or the client
+// left. It releases whatever the request still holds in the scheduler.
+func (st *stream) finish() {
+	if !st.routed || st.settled || st.req == nil {
+		return
+	}
+	st.settled = true
+	var out scheduler.Outcome
+	if st.dispatched.IsZero() {
+		st.pool.sched.Cancel(st.req, &out)
+	} else {
+		st.pool.sched.Complete(st.req, &out)
+	}
+	deliverOthers(&out, st)
+}
+
+// fail answers with the error and counts it.
+func (st *stream) fail(err error) *extprocv3.ProcessingResponse {
+	e := classify(err, time.Second)
+	st.s.m.errors.WithLabelValues(e.kind).Inc()
+	st.s.log.Debug("request rejected", "kind", e.kind, "status", e.status, "path", st.path, "error", err)
+	return immediate(e)
+}
