@@ -3,6 +3,7 @@ package openai
 import (
 	"encoding/binary"
 	"math/bits"
+
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -293,6 +294,15 @@ func (r *reader) readString(dst []byte, keep bool) ([]byte, error) {
 			r.pos = i
 			return nil, r.unexpected("in string literal")
 		case c == '\\':
+			if i+1 < len(d) {
+				if e := simpleEscape(d[i+1]); e != 0 {
+					if keep {
+						out = append(out, e)
+					}
+					i += 2
+					continue
+				}
+			}
 			var ok bool
 			if out, i, ok = unescape(out, d, i, keep); !ok {
 				r.pos = i
@@ -362,6 +372,26 @@ func unescape(out, d []byte, i int, keep bool) ([]byte, int, bool) {
 		out = append(out, c)
 	}
 	return out, i + 2, true
+}
+
+// simpleEscape returns the byte that the one-letter escape \\c stands for,
+// or 0 if c does not make one (it may start \\u or be invalid).
+func simpleEscape(c byte) byte {
+	switch c {
+	case '"', '\\', '/':
+		return c
+	case 'n':
+		return '\n'
+	case 't':
+		return '\t'
+	case 'r':
+		return '\r'
+	case 'b':
+		return '\b'
+	case 'f':
+		return '\f'
+	}
+	return 0
 }
 
 // hex4 decodes the four hex digits at d[i:], if there are four.
