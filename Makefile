@@ -4,21 +4,34 @@ BIN     := bin/dualmap
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build test unit bench lint run clean
+.PHONY: all build build-tokenizers test unit bench lint run clean
 
 all: build
 
+# build: zero setup (no cgo needed); prompts are measured with the byte
+# approximation unless a pool names a tokenizer file, which needs
+# build-tokenizers.
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/dualmap
 
-# test: everything CI runs. Lint first, then the unit tests with the race detector.
-test: lint unit
+# build-tokenizers: with real Hugging Face tokenizers (Rust libtokenizers.a,
+# built once with cargo and cached outside the repository).
+build-tokenizers: libtokenizers
+	CGO_ENABLED=1 CGO_LDFLAGS="-L$(TOKLIB_DIR)" $(GO) build -tags tokenizers -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/dualmap
+
+# test: everything CI runs. Lint, the unit tests with the race detector,
+# a build without cgo, then the packages that use real tokenizers again
+# with them.
+test: lint unit nocgo test-tokenizers
 
 unit:
 	$(GO) test -race -count=1 ./...
 
+nocgo:
+	CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/dualmap
+
 bench:
-	$(GO) test -run '^$$' -bench=. -benchmem ./scheduler/
+	$(GO) test -run '^$$' -bench=. -benchmem ./scheduler/ ./extproc/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -27,8 +40,9 @@ lint:
 
 run: build
 	@echo "make run will start Envoy on localhost:8080, 4 simulated engines and 'dualmap serve'."
-	@echo "Not built yet: the ext_proc server and the Envoy configs are tracked in their own issues."
-	@echo "What works today: ./$(BIN) version, and the scheduler library (make test, make bench)."
+	@echo "Not built yet: the Envoy configs and the simulated engine server are tracked in their own issue."
+	@echo "What works today: ./$(BIN) serve --config examples/dualmap.yaml (the ext_proc server on :9002),"
+	@echo "./$(BIN) sim (the simulator), make test, make bench."
 	@exit 1
 
 clean:
@@ -38,10 +52,10 @@ clean:
 # libtokenizers.a, built by scripts/libtokenizers.sh with cargo into this dir.
 TOKLIB_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/dualmap/libtokenizers-1.22.1/target/release
 
-.PHONY: libtokenizers test-tokenizers
+.PHONY: libtokenizers test-tokenizers nocgo
 
 libtokenizers:
 	bash scripts/libtokenizers.sh
 
 test-tokenizers: libtokenizers
-	CGO_ENABLED=1 CGO_LDFLAGS="-L$(TOKLIB_DIR)" $(GO) test -tags tokenizers -race -count=1 ./tokenize/
+	CGO_ENABLED=1 CGO_LDFLAGS="-L$(TOKLIB_DIR)" $(GO) test -tags tokenizers -race -count=1 ./tokenize/ ./extproc/

@@ -23,7 +23,7 @@ import (
 
 // Options are a Server's dependencies. Zero values mean defaults.
 type Options struct {
-	Logger   *slog.Logger         // default: discard
+	Logger   *slog.Logger          // default: discard
 	Registry prometheus.Registerer // default: no metrics registration
 	// HTTPClient runs health checks (default: a client with the
 	// configured timeout).

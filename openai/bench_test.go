@@ -7,13 +7,20 @@ import (
 	"testing"
 )
 
-// chatBody builds a realistic chat request of about size bytes: a system
-// prompt, tool definitions and alternating user and assistant turns whose
-// text has the newlines, quotes and non-ASCII that real prompts have (the
-// latter escaped as \uXXXX, as Python clients send it).
-func chatBody(tb testing.TB, size int) []byte {
+// Lines of prompt text for the benchmark bodies. englishLine is typical
+// English with a quote now and then; denseLine has the non-ASCII that Python
+// clients send as \uXXXX escapes (json.dumps's default) on every line, which
+// is the slow case for a JSON reader.
+const (
+	englishLine = `Step %d: the router reads the request, hashes the prompt prefix and picks an "instance" from the pair of candidates.` + "\n"
+	denseLine   = `Paragraph %d: the "router" reads this text — naïve café, 東京 — and hashes its prefix.` + "\n"
+)
+
+// chatBody builds a chat request of at least size bytes: a system prompt,
+// one tool definition and alternating user and assistant turns made of line,
+// encoded with non-ASCII escaped as Python clients do.
+func chatBody(tb testing.TB, size int, line string) []byte {
 	tb.Helper()
-	line := `Paragraph %d: the "router" reads this text — naïve café, 東京 — and hashes its prefix.` + "\n"
 	text := func(n int) string {
 		var b strings.Builder
 		for i := 0; b.Len() < n; i++ {
@@ -42,7 +49,6 @@ func chatBody(tb testing.TB, size int) []byte {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		// Escape non-ASCII the way Python's json.dumps does by default.
 		var out strings.Builder
 		for _, c := range string(b) {
 			if c < 0x80 {
@@ -57,8 +63,8 @@ func chatBody(tb testing.TB, size int) []byte {
 	}
 }
 
-func benchmarkParseChat(b *testing.B, size int) {
-	body := chatBody(b, size)
+func benchmarkParseChat(b *testing.B, size int, line string) {
+	body := chatBody(b, size, line)
 	if _, err := Parse("POST", "/v1/chat/completions", "application/json", body, Limits{}); err != nil {
 		b.Fatalf("Parse() error = %v", err)
 	}
@@ -71,5 +77,8 @@ func benchmarkParseChat(b *testing.B, size int) {
 	}
 }
 
-func BenchmarkParseChat32KB(b *testing.B)  { benchmarkParseChat(b, 32<<10) }
-func BenchmarkParseChat400KB(b *testing.B) { benchmarkParseChat(b, 400<<10) }
+func BenchmarkParseChat32KB(b *testing.B)  { benchmarkParseChat(b, 32<<10, englishLine) }
+func BenchmarkParseChat400KB(b *testing.B) { benchmarkParseChat(b, 400<<10, englishLine) }
+
+// BenchmarkParseChat32KBEscaped is the slow case: an escape every dozen bytes.
+func BenchmarkParseChat32KBEscaped(b *testing.B) { benchmarkParseChat(b, 32<<10, denseLine) }

@@ -9,12 +9,14 @@ import (
 // maxQuoted is how many bytes of a client's value an error message repeats.
 const maxQuoted = 64
 
-func badRequest(code string, p *param, format string, args ...any) *Error {
+// badRequest returns a 400 error about the field at path param ("" for the
+// body as a whole).
+func badRequest(code, param, format string, args ...any) *Error {
 	return &Error{
 		Status:  http.StatusBadRequest,
 		Type:    TypeInvalidRequest,
 		Code:    code,
-		Param:   p.String(),
+		Param:   param,
 		Message: fmt.Sprintf(format, args...),
 	}
 }
@@ -38,44 +40,49 @@ func errTooLarge(size, limit int) *Error {
 }
 
 func errEmptyBody() *Error {
-	return badRequest(CodeInvalidJSON, nil, "We could not parse the JSON body of your request: the body is empty.")
+	return badRequest(CodeInvalidJSON, "", "We could not parse the JSON body of your request: the body is empty.")
 }
 
 func errEncoding(offset int) *Error {
-	return badRequest(CodeInvalidEncoding, nil, "The request body is not valid UTF-8: invalid byte at offset %d.", offset)
+	return badRequest(CodeInvalidEncoding, "", "The request body is not valid UTF-8: invalid byte at offset %d.", offset)
 }
 
 func errSyntax(offset int, format string, args ...any) *Error {
-	return badRequest(CodeInvalidJSON, nil, "We could not parse the JSON body of your request: %s at byte offset %d.",
+	return badRequest(CodeInvalidJSON, "", "We could not parse the JSON body of your request: %s at byte offset %d.",
 		fmt.Sprintf(format, args...), offset)
 }
 
 func errNotObject(got byte) *Error {
-	return badRequest(CodeInvalidType, nil, "The request body must be a JSON object, but got %s instead.", typeName(got))
+	return badRequest(CodeInvalidType, "", "The request body must be a JSON object, but got %s instead.", typeName(got))
 }
 
 func errMissing(p *param) *Error {
-	return badRequest(CodeMissingParameter, p, "Missing required parameter: '%s'.", p)
+	ps := p.String()
+	return badRequest(CodeMissingParameter, ps, "Missing required parameter: '%s'.", ps)
 }
 
 // errType reports a value of the wrong JSON type; got is the value's first
 // byte, want a phrase like "a string".
 func errType(p *param, want string, got byte) *Error {
-	return badRequest(CodeInvalidType, p, "Invalid type for '%s': expected %s, but got %s instead.", p, want, typeName(got))
+	ps := p.String()
+	return badRequest(CodeInvalidType, ps, "Invalid type for '%s': expected %s, but got %s instead.", ps, want, typeName(got))
 }
 
 func errValue(p *param, format string, args ...any) *Error {
-	return badRequest(CodeInvalidValue, p, "Invalid value for '%s': %s", p, fmt.Sprintf(format, args...))
+	ps := p.String()
+	return badRequest(CodeInvalidValue, ps, "Invalid value for '%s': %s", ps, fmt.Sprintf(format, args...))
 }
 
 func errEmptyArray(p *param) *Error {
-	return badRequest(CodeEmptyArray, p,
-		"Invalid '%s': empty array. Expected an array with minimum length 1, but got an empty array instead.", p)
+	ps := p.String()
+	return badRequest(CodeEmptyArray, ps,
+		"Invalid '%s': empty array. Expected an array with minimum length 1, but got an empty array instead.", ps)
 }
 
 func errEmptyString(p *param) *Error {
-	return badRequest(CodeEmptyString, p,
-		"Invalid '%s': empty string. Expected a string with minimum length 1, but got an empty string instead.", p)
+	ps := p.String()
+	return badRequest(CodeEmptyString, ps,
+		"Invalid '%s': empty string. Expected a string with minimum length 1, but got an empty string instead.", ps)
 }
 
 // typeName names the JSON type of a value from its first byte.

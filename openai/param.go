@@ -23,18 +23,19 @@ func field(p *param, name string) param { return param{parent: p, name: name} }
 // elem returns the path to element i of the array at p.
 func elem(p *param, i int) param { return param{parent: p, index: i, isElem: true} }
 
-// String renders the path as OpenAI does: messages[2].content.
+// String renders the path as OpenAI does: messages[2].content. It keeps no
+// reference to p, so that paths can stay on the stack.
 func (p *param) String() string {
-	if p == nil {
-		return ""
-	}
-	var steps []*param
+	n := 0
 	for q := p; q != nil; q = q.parent {
-		steps = append(steps, q)
+		n++
 	}
 	var b strings.Builder
-	for i := len(steps) - 1; i >= 0; i-- {
-		q := steps[i]
+	for k := n - 1; k >= 0; k-- { // the step k links above p, root first
+		q := p
+		for range k {
+			q = q.parent
+		}
 		if q.isElem {
 			b.WriteByte('[')
 			b.WriteString(strconv.Itoa(q.index))

@@ -32,7 +32,9 @@ health: {interval: 50ms}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan [2]string, 1)
 	errc := make(chan error, 1)
-	go func() { errc <- serve(ctx, cfg, "", 2*time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)), ready) }()
+	go func() {
+		errc <- serve(ctx, cfg, "", 2*time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)), ready)
+	}()
 	var addrs [2]string
 	select {
 	case addrs = <-ready:
