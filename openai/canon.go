@@ -54,7 +54,7 @@ func (r *reader) canon(dst []byte) ([]byte, error) {
 			}
 		}
 	case '"':
-		s, err := r.readString(nil, true)
+		s, err := r.readString(nil, strView)
 		if err != nil {
 			return nil, err
 		}

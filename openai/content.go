@@ -7,7 +7,7 @@ package openai
 func (r *reader) content(p *param) (text string, isNull bool, err error) {
 	switch r.peek() {
 	case '"':
-		b, err := r.readString(nil, true)
+		b, err := r.readString(nil, strView)
 		return string(b), false, err
 	case 'n':
 		return "", true, r.literal("null")
@@ -82,7 +82,7 @@ func (r *reader) part(dst []byte, p *param) ([]byte, error) {
 		case "text":
 			dst, hasText, textGot = dst[:mark], false, r.peek()
 			if textGot == '"' {
-				if dst, err = r.readString(dst, true); err != nil {
+				if dst, err = r.readString(dst, strAppend); err != nil {
 					return nil, err
 				}
 				hasText = true

@@ -115,7 +115,7 @@ func (r *reader) nextKey(first bool) (key []byte, ok bool, err error) {
 	if c != '"' {
 		return nil, false, r.unexpected("looking for beginning of object key string")
 	}
-	if key, err = r.readString(nil, true); err != nil {
+	if key, err = r.readString(nil, strView); err != nil {
 		return nil, false, err
 	}
 	if r.peek() != ':' {
@@ -174,7 +174,7 @@ func (r *reader) skip() error {
 			}
 		}
 	case '"':
-		_, err := r.readString(nil, false)
+		_, err := r.readString(nil, strSkip)
 		return err
 	case 't':
 		return r.literal("true")
@@ -252,27 +252,38 @@ func digits(d []byte, i int) int {
 	return i
 }
 
-// readString consumes the string at r.pos (which must be '"'). With keep it
-// returns the decoded string appended to dst. When dst is nil the result
-// aliases the input (no escapes) or the reader's scratch buffer (escapes) and
-// is only valid until the next read. Without keep it only validates.
-func (r *reader) readString(dst []byte, keep bool) ([]byte, error) {
+// How readString returns the string it reads.
+type strMode uint8
+
+const (
+	strSkip   strMode = iota // validate only
+	strAppend                // append the decoded string to dst
+	strView                  // return a view, valid until the next read
+)
+
+// readString consumes the string at r.pos (which must be '"'). In strAppend
+// mode it returns dst with the decoded string appended. In strView mode it
+// returns the decoded string in the input (no escapes) or the reader's
+// scratch buffer (escapes), valid only until the next read and with no spare
+// capacity, so appending to it copies. In strSkip mode it only validates.
+func (r *reader) readString(dst []byte, mode strMode) ([]byte, error) {
 	d := r.data
 	start := r.pos + 1
 	i := start + plainRun(d[start:])
 	if i < len(d) && d[i] == '"' {
 		r.pos = i + 1
-		switch {
-		case !keep:
-			return nil, nil
-		case dst == nil:
-			return d[start:i], nil
-		default:
+		switch mode {
+		case strView:
+			return d[start:i:i], nil
+		case strAppend:
 			return append(dst, d[start:i]...), nil
+		default:
+			return nil, nil
 		}
 	}
-	out, scratch := dst, keep && dst == nil
-	if scratch {
+	keep := mode != strSkip
+	out := dst
+	if mode == strView {
 		out = r.scratch[:0]
 	}
 	if keep {
@@ -286,8 +297,9 @@ func (r *reader) readString(dst []byte, keep bool) ([]byte, error) {
 		switch c := d[i]; {
 		case c == '"':
 			r.pos = i + 1
-			if scratch {
+			if mode == strView {
 				r.scratch = out
+				return out[:len(out):len(out)], nil
 			}
 			return out, nil
 		case c < 0x20:

@@ -12,7 +12,7 @@ func (r *reader) str(p *param) (string, error) {
 	if r.peek() != '"' {
 		return "", r.typeErr(p, "a string")
 	}
-	b, err := r.readString(nil, true)
+	b, err := r.readString(nil, strView)
 	return string(b), err
 }
 
