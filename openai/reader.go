@@ -282,8 +282,11 @@ func (r *reader) readString(dst []byte, mode strMode) ([]byte, error) {
 		}
 	}
 	keep := mode != strSkip
-	out := dst
-	if mode == strView {
+	var out []byte
+	switch mode {
+	case strAppend:
+		out = dst
+	case strView:
 		out = r.scratch[:0]
 	}
 	if keep {

@@ -1,0 +1,125 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/goccy/go-yaml"
+)
+
+// Every Envoy bootstrap in envoy/ loads in a real Envoy.
+func TestEnvoyConfigsValidate(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(repoRoot, "envoy", "*.yaml"))
+	if err != nil || len(files) < 3 {
+		t.Fatalf("envoy/*.yaml = %v, %v; want the bootstraps", files, err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) { validate(t, f) })
+	}
+	t.Run("rendered front-proxy", func(t *testing.T) {
+		src, _ := os.ReadFile(filepath.Join(repoRoot, "envoy", "front-proxy.yaml"))
+		p := filepath.Join(t.TempDir(), "r.yaml")
+		os.WriteFile(p, []byte(renderFrontProxy(string(src), 18080, 19901, []int{19002, 19003}, []int{18001, 18002, 18003})), 0o644)
+		validate(t, p)
+	})
+}
+
+func validate(t *testing.T, path string) {
+	t.Helper()
+	out, err := exec.Command(envoyBin, "--mode", "validate", "-c", path).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "OK") {
+		t.Fatalf("envoy --mode validate %s: %v\n%s", path, err, out)
+	}
+}
+
+// The Kubernetes examples: the Istio patch's filter is loaded by a real
+// Envoy inside a minimal bootstrap; the Envoy Gateway policy is checked
+// for the settings the router needs.
+func TestKubernetesExamples(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "envoy", "k8s", "istio-envoyfilter.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ef struct {
+		Spec struct {
+			ConfigPatches []struct {
+				Patch struct {
+					Value map[string]any `yaml:"value"`
+				} `yaml:"patch"`
+			} `yaml:"configPatches"`
+		} `yaml:"spec"`
+	}
+	if err := yaml.Unmarshal(raw, &ef); err != nil || len(ef.Spec.ConfigPatches) != 1 {
+		t.Fatalf("istio example: %v", err)
+	}
+	filter, err := yaml.Marshal([]any{ef.Spec.ConfigPatches[0].Patch.Value, map[string]any{
+		"name":         "envoy.filters.http.router",
+		"typed_config": map[string]any{"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot := `static_resources:
+  listeners:
+  - name: l
+    address: {socket_address: {address: 127.0.0.1, port_value: 1}}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: l
+          route_config: {virtual_hosts: [{name: v, domains: ["*"], routes: [{match: {prefix: /}, route: {cluster: "outbound|9002||dualmap.llm.svc.cluster.local"}}]}]}
+          http_filters:
+` + indent(string(filter), "          ") + `
+  clusters:
+  - name: "outbound|9002||dualmap.llm.svc.cluster.local"
+    type: STATIC
+    load_assignment: {cluster_name: x, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: 9002}}}}]}]}
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {http2_protocol_options: {}}
+`
+	p := filepath.Join(t.TempDir(), "istio-boot.yaml")
+	os.WriteFile(p, []byte(boot), 0o644)
+	validate(t, p)
+
+	raw, err = os.ReadFile(filepath.Join(repoRoot, "envoy", "k8s", "envoy-gateway-extension-policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eg struct {
+		Kind string `yaml:"kind"`
+		Spec struct {
+			ExtProc []struct {
+				FailOpen       bool   `yaml:"failOpen"`
+				MessageTimeout string `yaml:"messageTimeout"`
+				ProcessingMode struct {
+					Request struct {
+						Body string `yaml:"body"`
+					} `yaml:"request"`
+				} `yaml:"processingMode"`
+			} `yaml:"extProc"`
+		} `yaml:"spec"`
+	}
+	if err := yaml.Unmarshal(raw, &eg); err != nil || eg.Kind != "EnvoyExtensionPolicy" || len(eg.Spec.ExtProc) != 1 {
+		t.Fatalf("envoy gateway example: %v %+v", err, eg)
+	}
+	if x := eg.Spec.ExtProc[0]; x.FailOpen || x.ProcessingMode.Request.Body != "Buffered" || x.MessageTimeout == "" {
+		t.Errorf("envoy gateway example settings = %+v, want fail closed, buffered body, a message timeout", x)
+	}
+}
+
+func indent(s, pre string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i := range lines {
+		lines[i] = pre + lines[i]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,289 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binaries built once per test run.
+var (
+	dualmapBin string
+	envoyBin   string
+	repoRoot   string
+)
+
+func TestMain(m *testing.M) {
+	wd, _ := os.Getwd()
+	repoRoot = filepath.Dir(wd)
+	envoyBin = os.Getenv("DUALMAP_ENVOY")
+	if envoyBin == "" {
+		fmt.Fprintln(os.Stderr, "e2e: DUALMAP_ENVOY is not set; run `make e2e` (it installs Envoy with scripts/envoy.sh)")
+		os.Exit(1)
+	}
+	dir, err := os.MkdirTemp("", "dualmap-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	dualmapBin = filepath.Join(dir, "dualmap")
+	build := exec.Command("go", "build", "-o", dualmapBin, "./cmd/dualmap")
+	build.Dir = repoRoot
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: building dualmap:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// proc is a child process whose output goes to a log file.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+}
+
+func startProc(t testing.TB, dir, name string, args ...string) *proc {
+	t.Helper()
+	logPath := filepath.Join(dir, name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() { cmd.Wait(); f.Close(); close(p.done) }()
+	t.Cleanup(func() {
+		p.kill(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			p.kill(syscall.SIGKILL)
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("---- %s log (tail) ----\n%s", name, tail(logPath, 30))
+		}
+	})
+	return p
+}
+
+func (p *proc) kill(sig syscall.Signal) {
+	if p.cmd.Process != nil {
+		syscall.Kill(-p.cmd.Process.Pid, sig)
+	}
+}
+
+// killNow kills the process with SIGKILL and waits for it.
+func (p *proc) killNow() {
+	p.kill(syscall.SIGKILL)
+	<-p.done
+}
+
+func tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// waitHTTP polls url until it answers 200 or the deadline passes.
+func waitHTTP(t testing.TB, url string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready after %v (last error %v)", url, d, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stack is Envoy + routers + engines on loopback.
+type stack struct {
+	t       testing.TB
+	dir     string
+	url     string // Envoy's listener, http://127.0.0.1:port
+	admin   string // Envoy admin
+	engines []*engineProc
+	routers []*routerProc
+	envoy   *proc
+}
+
+type engineProc struct {
+	*proc
+	addr string
+}
+
+type routerProc struct {
+	*proc
+	grpc, admin string
+}
+
+type stackOptions struct {
+	engines, routers int
+	policy           string // default dualmap
+	timeScale        float64
+	extraConfig      string // appended to the router config
+	maxBodyBytes     int
+}
+
+func startStack(t testing.TB, o stackOptions) *stack {
+	t.Helper()
+	if o.engines == 0 {
+		o.engines = 4
+	}
+	if o.routers == 0 {
+		o.routers = 1
+	}
+	if o.policy == "" {
+		o.policy = "dualmap"
+	}
+	if o.timeScale == 0 {
+		o.timeScale = 50
+	}
+	s := &stack{t: t, dir: t.TempDir()}
+	var enginePorts []int
+	for i := 0; i < o.engines; i++ {
+		port := freePort(t)
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		p := startProc(t, s.dir, fmt.Sprintf("engine-%d", i), dualmapBin, "engine", "--listen", addr,
+			"--time-scale", fmt.Sprint(o.timeScale), "--name", addr, "--block-size", "16")
+		s.engines = append(s.engines, &engineProc{proc: p, addr: addr})
+		enginePorts = append(enginePorts, port)
+	}
+	for _, e := range s.engines {
+		waitHTTP(t, "http://"+e.addr+"/health", 20*time.Second)
+	}
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, "pools:\n  - block_size: 16\n    policy: {name: %s}\n    instances:\n", o.policy)
+	for _, e := range s.engines {
+		fmt.Fprintf(&cfg, "      - address: %s\n", e.addr)
+	}
+	fmt.Fprintf(&cfg, "routing: {debug_headers: true}\nhealth: {interval: 200ms, timeout: 500ms, backoff: 1s}\n")
+	if o.maxBodyBytes > 0 {
+		fmt.Fprintf(&cfg, "limits: {max_body_bytes: %d}\n", o.maxBodyBytes)
+	}
+	cfg.WriteString(o.extraConfig)
+	var routerPorts []int
+	for i := 0; i < o.routers; i++ {
+		g, a := freePort(t), freePort(t)
+		path := filepath.Join(s.dir, fmt.Sprintf("router-%d.yaml", i))
+		full := fmt.Sprintf("listen: {grpc: \"127.0.0.1:%d\", admin: \"127.0.0.1:%d\"}\n%s", g, a, cfg.String())
+		if err := os.WriteFile(path, []byte(full), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p := startProc(t, s.dir, fmt.Sprintf("router-%d", i), dualmapBin, "serve", "--config", path, "--shutdown-grace", "2s")
+		s.routers = append(s.routers, &routerProc{proc: p, grpc: fmt.Sprintf("127.0.0.1:%d", g), admin: fmt.Sprintf("127.0.0.1:%d", a)})
+		routerPorts = append(routerPorts, g)
+	}
+	for _, r := range s.routers {
+		waitHTTP(t, "http://"+r.admin+"/readyz", 20*time.Second)
+	}
+	listen, admin := freePort(t), freePort(t)
+	src, err := os.ReadFile(filepath.Join(repoRoot, "envoy", "front-proxy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered := renderFrontProxy(string(src), listen, admin, routerPorts, enginePorts)
+	envoyCfg := filepath.Join(s.dir, "envoy.yaml")
+	if err := os.WriteFile(envoyCfg, []byte(rendered), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.envoy = startProc(t, s.dir, "envoy", envoyBin, "-c", envoyCfg, "--log-level", "warn",
+		"--base-id", fmt.Sprint(listen), "--disable-hot-restart")
+	s.url = fmt.Sprintf("http://127.0.0.1:%d", listen)
+	s.admin = fmt.Sprintf("http://127.0.0.1:%d", admin)
+	waitHTTP(t, s.admin+"/ready", 30*time.Second)
+	return s
+}
+
+var (
+	portRe     = regexp.MustCompile(`port_value: (\d+)`)
+	endpointRe = regexp.MustCompile(`(?m)^(\s*)- endpoint: \{address: \{socket_address: \{address: 127\.0\.0\.1, port_value: (\d+)\}\}\}\n`)
+)
+
+// renderFrontProxy rewrites envoy/front-proxy.yaml's fixed ports (listener
+// 8080, admin 9901, router 9002, model servers 8001-8004) to the test's.
+func renderFrontProxy(src string, listen, admin int, routers, engines []int) string {
+	out := endpointRe.ReplaceAllStringFunc(src, func(line string) string {
+		m := endpointRe.FindStringSubmatch(line)
+		indent, port := m[1], m[2]
+		var ports []int
+		switch {
+		case port == "9002":
+			ports = routers
+		case port == "8001":
+			ports = engines
+		default: // 8002-8004: replaced together with 8001
+			return ""
+		}
+		var b strings.Builder
+		for _, p := range ports {
+			fmt.Fprintf(&b, "%s- endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: %d}}}\n", indent, p)
+		}
+		return b.String()
+	})
+	return portRe.ReplaceAllStringFunc(out, func(s string) string {
+		switch s {
+		case "port_value: 8080":
+			return fmt.Sprintf("port_value: %d", listen)
+		case "port_value: 9901":
+			return fmt.Sprintf("port_value: %d", admin)
+		}
+		return s
+	})
+}
+
+func ctxTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}
