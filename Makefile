@@ -4,7 +4,7 @@ BIN     := bin/dualmap
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build build-tokenizers test unit bench lint run clean
+.PHONY: all build build-tokenizers test unit bench lint run e2e clean
 
 all: build
 
@@ -22,7 +22,7 @@ build-tokenizers: libtokenizers
 # test: everything CI runs. Lint, the unit tests with the race detector,
 # a build without cgo, then the packages that use real tokenizers again
 # with them.
-test: lint unit nocgo test-tokenizers
+test: lint unit nocgo test-tokenizers e2e
 
 unit:
 	$(GO) test -race -count=1 ./...
@@ -37,13 +37,15 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags e2e ./e2e/
 
-run: build
-	@echo "make run will start Envoy on localhost:8080, 4 simulated engines and 'dualmap serve'."
-	@echo "Not built yet: the Envoy configs and the simulated engine server are tracked in their own issue."
-	@echo "What works today: ./$(BIN) serve --config examples/dualmap.yaml (the ext_proc server on :9002),"
-	@echo "./$(BIN) sim (the simulator), make test, make bench."
-	@exit 1
+# run: Envoy on localhost:8080 -> dualmap -> 4 simulated engines (Ctrl-C stops).
+run:
+	bash scripts/run.sh
+
+# e2e: real Envoy, routers and engines on loopback (installs Envoy if missing).
+e2e:
+	DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -v ./e2e/
 
 clean:
 	rm -rf bin

@@ -2,6 +2,8 @@ package openai
 
 import (
 	"reflect"
+	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -97,5 +99,25 @@ func TestMarker(t *testing.T) {
 				t.Errorf("marker(%q, %s) = %q, want %q", tt.typ, tt.part, got, want)
 			}
 		})
+	}
+}
+
+// TestCanonLinearInDepth checks that canonicalizing a deeply nested value
+// does not copy its inner values once per level: the bytes allocated stay a
+// small multiple of the input.
+func TestCanonLinearInDepth(t *testing.T) {
+	const depth = maxDepth - 1
+	inner := `"` + strings.Repeat("x", 1<<20) + `"`
+	doc := []byte(strings.Repeat(`{"a":`, depth) + inner + strings.Repeat(`}`, depth))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	r := reader{data: doc}
+	got, err := r.canon(nil)
+	runtime.ReadMemStats(&after)
+	if err != nil || len(got) != len(doc) {
+		t.Fatalf("canon() = %d bytes, %v, want %d bytes, nil", len(got), err, len(doc))
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 8*uint64(len(doc)) {
+		t.Errorf("canon() allocated %d bytes for a %d-byte input, want at most 8x", alloc, len(doc))
 	}
 }

@@ -9,8 +9,8 @@ import (
 
 func TestParseErrors(t *testing.T) {
 	const (
-		okChat = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
-		json_  = "application/json"
+		okChat   = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+		jsonType = "application/json"
 	)
 	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
 	tests := []struct {
@@ -144,7 +144,7 @@ func TestParseErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ct := tt.contentType
 			if ct == "" {
-				ct = json_
+				ct = jsonType
 			}
 			req, err := Parse("POST", tt.path, ct, []byte(tt.body), tt.lim)
 			if err == nil {

@@ -1,6 +1,13 @@
 package openai
 
-import "unicode/utf8"
+import (
+	"math"
+	"unicode/utf8"
+)
+
+// maxBodyBytes is the largest body Parse reads whatever the Limits: the
+// reader's canonical-JSON tree keeps offsets in int32.
+const maxBodyBytes = math.MaxInt32
 
 // Parse classifies a request and, for an inference request, parses its body.
 //
@@ -12,7 +19,8 @@ import "unicode/utf8"
 // For an inference request the checks run in this order, and the first
 // failure is returned as an *Error:
 //   - contentType must be JSON (see isJSONMediaType), else 415;
-//   - body must be at most lim.MaxBodyBytes long when that is set, else 413;
+//   - body must be at most lim.MaxBodyBytes long when that is set, and under
+//     2 GiB in any case, else 413;
 //   - body must not be empty or only whitespace, and must be valid UTF-8;
 //   - body must be one JSON value with nothing after it, and an object;
 //   - the fields routing reads must have the right types and values, and the
@@ -37,6 +45,9 @@ func Parse(method, path, contentType string, body []byte, lim Limits) (*Request,
 	}
 	if lim.MaxBodyBytes > 0 && len(body) > lim.MaxBodyBytes {
 		return nil, errTooLarge(len(body), lim.MaxBodyBytes)
+	}
+	if len(body) > maxBodyBytes {
+		return nil, errTooLarge(len(body), maxBodyBytes)
 	}
 	r := reader{data: body}
 	if r.atEnd() {

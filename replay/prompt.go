@@ -15,8 +15,7 @@ const BytesPerToken = 4
 const vocabulary = `the of and to in is was for on that with as by at from his
 her it an are were which be this had not or have but their one all they she
 been has more when who will no would there its if can about into out up
-other some time only than them two then new first also after these may so
-over`
+other some time only than them two then new first also after these so`
 
 // tagLetters is the length of a block's leading tag word: 26^14 > 2^64, so
 // the tag spells a 64-bit value in full.

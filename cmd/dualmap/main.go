@@ -28,8 +28,8 @@ func commands() map[string]command {
 	return map[string]command{
 		"serve":   {"run the Envoy ext_proc routing server", runServe},
 		"sim":     {"run the trace-driven cluster simulator", runSim},
-		"engine":  {"run a simulated OpenAI-compatible model server", notYet("engine", "the simulated model server (issue: real Envoy end to end)")},
-		"replay":  {"replay a trace against an OpenAI-compatible URL", notYet("replay", "the trace replayer (issue: real Envoy end to end)")},
+		"engine":  {"run a simulated OpenAI-compatible model server", runEngine},
+		"replay":  {"replay a trace against an OpenAI-compatible URL", runReplay},
 		"config":  {"check a config file or print the defaults", runConfig},
 		"version": {"print the version", runVersion},
 	}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dualmap/dualmap/replay"
+	"github.com/dualmap/dualmap/sim/trace"
+)
+
+const replayUsage = `usage: dualmap replay --trace FILE --url URL [flags]
+
+Replays a Mooncake-format trace against an OpenAI-compatible endpoint (an
+Envoy in front of the DualMap router, or a single model server), at the
+trace's own timestamps or rescaled to --qps, and reports client-side TTFT and
+end-to-end latency, failures by status, the prefix-cache hit rate the server
+reports in usage, and per-instance figures from the x-dualmap-instance or
+x-engine-name response header. Prompts are synthesised text in which equal
+trace block ids give equal text (4 bytes per token), so the server sees the
+trace's prefix structure. Ctrl-C stops the replay and reports what was sent.
+
+Example:
+  dualmap replay --trace ../shared/traces/conversation_trace.jsonl --url http://127.0.0.1:8080 \
+      --requests 500 --qps 5 --scale-tokens 0.1 --json replay.json
+`
+
+func runReplay(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, replayUsage, "\nflags:\n"); fs.PrintDefaults() }
+	headers := replayHeaders{}
+	fs.Var(headers, "header", "extra request header `key=value` (repeatable), e.g. x-slo-class=gold")
+	var (
+		tracePath   = fs.String("trace", "", "trace file (Mooncake JSONL)")
+		blockSize   = fs.Int("block-size", trace.DefaultBlockSize, "tokens per hash block of the trace")
+		url         = fs.String("url", "", "base URL of the endpoint, e.g. http://127.0.0.1:8080 (/v1/... is appended)")
+		endpoint    = fs.String("endpoint", replay.EndpointChat, "API: chat (/v1/chat/completions, one user message) | completions (/v1/completions)")
+		model       = fs.String("model", replay.DefaultModel, "model field of the requests")
+		qps         = fs.Float64("qps", 0, "target request rate: rescale the trace's arrivals (0: the trace's own timestamps)")
+		requests    = fs.Int("requests", 0, "replay only the first N requests (0: all)")
+		concurrency = fs.Int("concurrency", replay.DefaultConcurrency, "max requests in flight; later arrivals wait (counted as delayed)")
+		stream      = fs.Bool("stream", true, "stream responses (TTFT at the first content chunk); false: TTFT = E2E")
+		maxOutput   = fs.Int("max-output", replay.DefaultMaxOutput, "cap on max_tokens, otherwise the trace's output length (-1: no cap)")
+		scaleTokens = fs.Float64("scale-tokens", 1, "multiply every request's input and output tokens (and the block size) by this, e.g. 0.1 for a fast demo")
+		seed        = fs.Uint64("seed", 1, "prompt text seed: another seed gives prompts sharing nothing with this one's")
+		timeout     = fs.Duration("timeout", replay.DefaultTimeout, "per-request timeout")
+		ignoreEOS   = fs.Bool("ignore-eos", false, `send "ignore_eos": true (vLLM, SGLang) so that servers generate max_tokens tokens`)
+		jsonPath    = fs.String("json", "", `write {"summary":..., "results":[...]} to this file`)
+		quiet       = fs.Bool("quiet", false, "no progress bar")
+	)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	case *tracePath == "":
+		return fmt.Errorf("%w: --trace FILE is required", errUsage)
+	case *url == "":
+		return fmt.Errorf("%w: --url URL is required", errUsage)
+	case *requests < 0:
+		return fmt.Errorf("%w: --requests must be >= 0", errUsage)
+	case *blockSize < 1:
+		return fmt.Errorf("%w: --block-size must be >= 1", errUsage)
+	case *concurrency < 1:
+		return fmt.Errorf("%w: --concurrency must be >= 1", errUsage)
+	case *maxOutput == 0 || *maxOutput < -1:
+		return fmt.Errorf("%w: --max-output must be >= 1, or -1 for no cap", errUsage)
+	}
+	tr, err := trace.ReadFile(*tracePath, trace.Options{BlockSize: *blockSize, Limit: *requests})
+	if err != nil {
+		return fmt.Errorf("reading the trace: %w", err)
+	}
+	opt := replay.Options{
+		URL: *url, Endpoint: *endpoint, Model: *model, QPS: *qps, Requests: *requests,
+		Concurrency: *concurrency, Stream: *stream, MaxOutput: *maxOutput, ScaleTokens: *scaleTokens,
+		Seed: *seed, Timeout: *timeout, Headers: headers, IgnoreEOS: *ignoreEOS,
+	}
+	if !*quiet {
+		opt.Progress = stderr
+		fmt.Fprintf(stderr, "replaying %d requests of %s against %s\n", len(tr.Requests), *tracePath, *url)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	results, sum, runErr := replay.Run(ctx, tr, opt)
+	if errors.Is(runErr, replay.ErrInvalidOptions) {
+		return fmt.Errorf("%w: %v", errUsage, runErr)
+	}
+	if !*quiet {
+		fmt.Fprintf(stderr, "%d requests in %s\n", len(results), time.Since(start).Round(time.Millisecond))
+	}
+	if err := sum.WriteTable(stdout); err != nil {
+		return err
+	}
+	if *jsonPath != "" {
+		if results == nil {
+			results = []replay.Result{}
+		}
+		out := struct {
+			Summary replay.Summary  `json:"summary"`
+			Results []replay.Result `json:"results"`
+		}{sum, results}
+		if err := writeJSON(*jsonPath, out); err != nil {
+			return fmt.Errorf("--json: %w", err)
+		}
+	}
+	switch {
+	case runErr != nil:
+		return runErr
+	case sum.Requests == 0:
+		return errors.New("no request was sent")
+	case sum.OK == 0:
+		return fmt.Errorf("all %d requests failed", sum.Requests)
+	}
+	return nil
+}
+
+// replayHeaders is the repeatable --header flag: key=value (or key: value).
+type replayHeaders map[string]string
+
+func (h replayHeaders) String() string {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + h[k]
+	}
+	return strings.Join(parts, ",")
+}
+
+func (h replayHeaders) Set(s string) error {
+	i := strings.IndexAny(s, "=:")
+	if i <= 0 {
+		return fmt.Errorf("%q is not key=value", s)
+	}
+	k := strings.TrimSpace(s[:i])
+	if k == "" || strings.ContainsAny(k, " \t") {
+		return fmt.Errorf("%q is not key=value", s)
+	}
+	h[k] = strings.TrimSpace(s[i+1:])
+	return nil
+}
