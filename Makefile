@@ -4,7 +4,7 @@ BIN     := bin/dualmap
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build build-tokenizers test unit bench lint run e2e clean
+.PHONY: all build build-tokenizers test unit bench lint run demo e2e clean
 
 all: build
 
@@ -42,6 +42,10 @@ lint:
 # run: Envoy on localhost:8080 -> dualmap -> 4 simulated engines (Ctrl-C stops).
 run:
 	bash scripts/run.sh
+
+# demo: replay the conversation trace through the stack, dualmap vs round robin.
+demo:
+	bash scripts/demo.sh
 
 # e2e: real Envoy, routers and engines on loopback (installs Envoy if missing).
 e2e:
