@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dualmap/dualmap/sim/engine"
+	"github.com/dualmap/dualmap/sim/httpengine"
+)
+
+const engineUsage = `usage: dualmap engine --listen ADDR [flags]
+
+Serves a simulated OpenAI-compatible model server (chat and text
+completions, streaming, /v1/models, /health, vLLM /metrics) whose timing and
+prefix cache come from an engine profile, for demos and end-to-end tests of
+the router without accelerators. Prints "engine listening on ADDR" to stderr
+once it listens; SIGINT or SIGTERM stop it after in-flight requests finish
+(at most 10 s). Faults can be changed at run time with POST /admin/fault
+{"error_rate":x,"added_latency_ms":n,"down":bool}.
+
+Example:
+  dualmap engine --listen 127.0.0.1:8001 --time-scale 10
+`
+
+// engineGrace bounds how long in-flight requests may finish on shutdown.
+const engineGrace = 10 * time.Second
+
+func runEngine(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("engine", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, engineUsage, "\nflags:\n"); fs.PrintDefaults() }
+	var (
+		listen    = fs.String("listen", "", "address to serve on, e.g. 127.0.0.1:8001 (required)")
+		profile   = fs.String("profile", httpengine.DefaultProfile, "engine profile: a built-in name or a JSON file ("+strings.Join(engine.Profiles(), ", ")+")")
+		blockSize = fs.Int("block-size", httpengine.DefaultBlockSize, "tokens per prompt hash block and cache block; must match the router pool's block_size")
+		model     = fs.String("model", httpengine.DefaultModel, "model name listed by /v1/models and in the metrics")
+		timeScale = fs.Float64("time-scale", 10, "simulated seconds per wall second (10: ten times faster than the profile)")
+		output    = fs.Int("output-tokens", httpengine.DefaultOutputTokens, "tokens generated per request, unless max_tokens is lower")
+		errorRate = fs.Float64("error-rate", 0, "fraction of inference requests answered 500")
+		latency   = fs.Duration("added-latency", 0, "wall delay before every response")
+		refuse    = fs.Bool("refuse-connections", false, "reset every connection (a crashed server)")
+		seed      = fs.Uint64("seed", 1, "seed of the failed-request draws")
+		name      = fs.String("name", "", "instance name in the x-engine-name header and metrics (default: the listen address)")
+	)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if *listen == "" {
+		return fmt.Errorf("%w: --listen ADDR is required", errUsage)
+	}
+	prof, err := engine.LoadProfile(*profile)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	cfg := engineConfig{
+		listen: *listen,
+		refuse: *refuse,
+		grace:  engineGrace,
+		opt: httpengine.Options{
+			Profile: prof, BlockSize: *blockSize, Model: *model, TimeScale: *timeScale,
+			OutputTokens: *output, ErrorRate: *errorRate, AddedLatency: *latency, Seed: *seed, Name: *name,
+		},
+	}
+	// Flag values New would reject are usage errors; check before listening.
+	if _, err := httpengine.New(cfg.opt); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return serveEngine(ctx, cfg, func(addr string) { fmt.Fprintf(stderr, "engine listening on %s\n", addr) })
+}
+
+// engineConfig is what serveEngine needs.
+type engineConfig struct {
+	listen string
+	opt    httpengine.Options // an empty Name becomes the bound address
+	refuse bool               // start refusing connections
+	grace  time.Duration      // how long in-flight requests may finish
+}
+
+// serveEngine serves a simulated engine until ctx ends, then stops
+// accepting, lets in-flight requests finish for up to cfg.grace, and
+// returns nil. ready, if not nil, gets the bound address once it listens.
+func serveEngine(ctx context.Context, cfg engineConfig, ready func(addr string)) error {
+	l, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("engine: listen: %w", err)
+	}
+	addr := l.Addr().String()
+	if cfg.opt.Name == "" {
+		cfg.opt.Name = addr
+	}
+	srv, err := httpengine.New(cfg.opt)
+	if err != nil {
+		l.Close()
+		return fmt.Errorf("engine: %w", err)
+	}
+	srv.SetRefuse(cfg.refuse)
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+
+	// The engine runs until the HTTP server has shut down, so that
+	// in-flight requests can finish.
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	ran := make(chan struct{})
+	go func() { srv.Run(runCtx); close(ran) }()
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(srv.Listener(l)) }()
+	if ready != nil {
+		ready(addr)
+	}
+
+	select {
+	case err := <-errc:
+		stopRun()
+		<-ran
+		return fmt.Errorf("engine: serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), cfg.grace)
+	defer cancel()
+	if err := hs.Shutdown(shutCtx); err != nil {
+		hs.Close() // grace over: cut the remaining requests
+	}
+	<-errc // http.ErrServerClosed
+	stopRun()
+	<-ran
+	return nil
+}

@@ -1,0 +1,128 @@
+package httpengine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Faults are the failures a Server injects, changeable at run time.
+type Faults struct {
+	// ErrorRate is the fraction of inference requests answered 500, 0 to 1.
+	ErrorRate float64
+	// AddedLatency is a wall delay before every response except
+	// /admin/fault's; >= 0.
+	AddedLatency time.Duration
+	// Down makes GET /health answer 503 (requests are still served).
+	Down bool
+}
+
+func (f Faults) validate() error {
+	var errs []error
+	if !(f.ErrorRate >= 0 && f.ErrorRate <= 1) {
+		errs = append(errs, fmt.Errorf("httpengine: error rate must be in [0, 1], got %g", f.ErrorRate))
+	}
+	if f.AddedLatency < 0 {
+		errs = append(errs, fmt.Errorf("httpengine: added latency must be >= 0, got %v", f.AddedLatency))
+	}
+	return errors.Join(errs...)
+}
+
+// faultState holds the current Faults and draws the failed requests.
+type faultState struct {
+	mu   sync.Mutex
+	f    Faults
+	seed uint64
+	n    atomic.Uint64 // inference requests drawn so far
+}
+
+func (s *faultState) get() Faults {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.f
+}
+
+func (s *faultState) set(f Faults) {
+	s.mu.Lock()
+	s.f = f
+	s.mu.Unlock()
+}
+
+// fail draws whether the next inference request is answered 500: the i-th
+// draw fails when a hash of (seed, i), as a number in [0, 1), is below the
+// error rate, so the sequence is fixed by the seed.
+func (s *faultState) fail() bool {
+	rate := s.get().ErrorRate
+	i := s.n.Add(1)
+	u := float64(splitmix64(s.seed^(i*0x9e3779b97f4a7c15))>>11) / (1 << 53)
+	return u < rate
+}
+
+// splitmix64 is the SplitMix64 finalizer: a well-mixed 64-bit hash.
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// Faults returns the faults in force.
+func (s *Server) Faults() Faults { return s.faults.get() }
+
+// SetFaults replaces the faults in force; it rejects an error rate outside
+// [0, 1] or a negative latency and then changes nothing.
+func (s *Server) SetFaults(f Faults) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	s.faults.set(f)
+	return nil
+}
+
+// faultJSON is the body of /admin/fault, both ways. In a request, absent
+// fields keep their current values.
+type faultJSON struct {
+	ErrorRate      *float64 `json:"error_rate"`
+	AddedLatencyMS *float64 `json:"added_latency_ms"`
+	Down           *bool    `json:"down"`
+}
+
+// serveFault handles POST /admin/fault: it applies the given fields and
+// answers the faults now in force; GET /admin/fault only answers them.
+func (s *Server) serveFault(w http.ResponseWriter, r *http.Request) {
+	f := s.Faults()
+	if r.Method == http.MethodPost {
+		var in faultJSON
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&in); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("bad fault body: %v", err))
+			return
+		}
+		if in.ErrorRate != nil {
+			f.ErrorRate = *in.ErrorRate
+		}
+		if in.AddedLatencyMS != nil {
+			ms := *in.AddedLatencyMS
+			if math.IsNaN(ms) || math.IsInf(ms, 0) || ms > float64(math.MaxInt64/int64(time.Millisecond)) {
+				writeError(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("bad added_latency_ms %g", ms))
+				return
+			}
+			f.AddedLatency = time.Duration(ms * float64(time.Millisecond))
+		}
+		if in.Down != nil {
+			f.Down = *in.Down
+		}
+		if err := s.SetFaults(f); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
+			return
+		}
+	}
+	rate, ms := f.ErrorRate, float64(f.AddedLatency)/float64(time.Millisecond)
+	writeJSON(w, http.StatusOK, faultJSON{ErrorRate: &rate, AddedLatencyMS: &ms, Down: &f.Down})
+}
