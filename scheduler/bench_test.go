@@ -66,7 +66,7 @@ func BenchmarkRouteComplete(b *testing.B) {
 }
 
 func BenchmarkKeyDepthLookup(b *testing.B) {
-	k := newKeyDepth(KeyDepthConfig{}.withDefaults(), 8)
+	k := newKeyDepth(KeyDepthConfig{}.withDefaults(), 8, 512)
 	p := prompt(1, 1, 8, 32)
 	for i := 0; i < 20000; i++ {
 		q := prompt(1, uint64(i), 8, 32)
@@ -95,7 +95,7 @@ func BenchmarkRingCandidates(b *testing.B) {
 }
 
 func TestHotPathZeroAlloc(t *testing.T) {
-	k := newKeyDepth(KeyDepthConfig{}.withDefaults(), 8)
+	k := newKeyDepth(KeyDepthConfig{}.withDefaults(), 8, 512)
 	p := prompt(1, 1, 8, 32)
 	if a := testing.AllocsPerRun(100, func() { _ = k.depth(p) }); a != 0 {
 		t.Errorf("keyDepth.depth allocs = %v, want 0", a)

@@ -25,9 +25,15 @@ import (
 
 // KeyDepthConfig configures the key-depth table. Zero values mean defaults.
 type KeyDepthConfig struct {
-	// MinDepth is the shortest key in blocks (default 2; the whole prompt
-	// when it is shorter). The Mooncake traces start every request with the
-	// same block, so a 1-block key sends everything to one pair.
+	// BlockTokens is the size of a key block in tokens (default 512, the
+	// paper's block): keys grow in steps of whole key blocks, each the
+	// run of Config.BlockSize blocks ending at that many tokens, so a pool
+	// hashing 16-token blocks does not key every request by its first 32
+	// tokens (a shared system prompt's). Depths below count key blocks.
+	BlockTokens int
+	// MinDepth is the shortest key in key blocks (default 2; the whole
+	// prompt when it is shorter). The Mooncake traces start every request
+	// with the same block, so a 1-block key sends everything to one pair.
 	MinDepth int
 	// MaxDepth bounds how far a key can grow (default 32 blocks).
 	MaxDepth int
@@ -50,6 +56,9 @@ type KeyDepthConfig struct {
 }
 
 func (c KeyDepthConfig) withDefaults() KeyDepthConfig {
+	if c.BlockTokens == 0 {
+		c.BlockTokens = 512
+	}
 	if c.MinDepth == 0 {
 		c.MinDepth = 2
 	}
@@ -76,6 +85,8 @@ func (c KeyDepthConfig) withDefaults() KeyDepthConfig {
 
 func (c KeyDepthConfig) validate() error {
 	switch {
+	case c.BlockTokens < 1:
+		return fmt.Errorf("keydepth.block_tokens must be >= 1, got %d", c.BlockTokens)
 	case c.MinDepth < 1:
 		return fmt.Errorf("keydepth.min_depth must be >= 1, got %d", c.MinDepth)
 	case c.MaxDepth < c.MinDepth:
@@ -99,8 +110,9 @@ func (c KeyDepthConfig) validate() error {
 // keyDepth is the hotness table. Not safe for concurrent use: the Scheduler
 // guards it.
 type keyDepth struct {
-	cfg KeyDepthConfig
-	n   int // instances the shares are relative to
+	cfg    KeyDepthConfig
+	n      int // instances the shares are relative to
+	stride int // scheduler blocks per key block
 
 	// split maps a split prefix (its chained hash) to the rotation at which
 	// it was split.
@@ -116,9 +128,16 @@ type keyDepth struct {
 	scratch     []uint64      // reused at rotation
 }
 
-func newKeyDepth(cfg KeyDepthConfig, n int) *keyDepth {
+// newKeyDepth returns a table over prompts hashed in blocks of blockSize
+// tokens (0: key blocks are the prompt's blocks).
+func newKeyDepth(cfg KeyDepthConfig, n, blockSize int) *keyDepth {
+	stride := 1
+	if blockSize > 0 {
+		stride = max(1, cfg.BlockTokens/blockSize)
+	}
 	k := &keyDepth{
 		cfg:         cfg,
+		stride:      stride,
 		n:           n,
 		split:       make(map[uint64]uint64),
 		counts:      make(map[uint64]uint32),
@@ -131,21 +150,38 @@ func newKeyDepth(cfg KeyDepthConfig, n int) *keyDepth {
 	return k
 }
 
-// depth returns the key length in blocks for a prompt's chained hashes.
-// It does not allocate.
+// keyBlocks is the prompt's length in key blocks.
+func (k *keyDepth) keyBlocks(blocks []uint64) int { return (len(blocks) + k.stride - 1) / k.stride }
+
+// at returns the chained hash at the end of key block d (1-based): it
+// stands for the prompt's whole prefix up to there.
+func (k *keyDepth) at(blocks []uint64, d int) uint64 {
+	return blocks[min(d*k.stride, len(blocks))-1]
+}
+
+// depth returns the key length in key blocks for a prompt's chained
+// hashes. It does not allocate.
 func (k *keyDepth) depth(blocks []uint64) int {
-	L := len(blocks)
+	L := k.keyBlocks(blocks)
 	if k.cfg.Fixed > 0 {
 		return min(k.cfg.Fixed, L)
 	}
 	d := min(k.cfg.MinDepth, L)
 	for d < L && d < k.cfg.MaxDepth {
-		if _, ok := k.split[blocks[d-1]]; !ok {
+		if _, ok := k.split[k.at(blocks, d)]; !ok {
 			break
 		}
 		d++
 	}
 	return d
+}
+
+// key returns the ring key of a prompt whose key is d key blocks long.
+func (k *keyDepth) key(blocks []uint64, d int) uint64 {
+	if d == 0 {
+		return 0
+	}
+	return k.at(blocks, d)
 }
 
 // observe records one request whose key is d blocks long, at time now.
@@ -167,10 +203,11 @@ func (k *keyDepth) observe(blocks []uint64, d int, now time.Duration) {
 			}
 		}
 	}
-	last := min(d+1, len(blocks), k.cfg.MaxDepth)
+	L := k.keyBlocks(blocks)
+	last := min(d+1, L, k.cfg.MaxDepth)
 	b := k.buckets[k.cur]
-	for j := min(k.cfg.MinDepth, len(blocks)); j <= last; j++ {
-		h := blocks[j-1]
+	for j := min(k.cfg.MinDepth, L); j <= last; j++ {
+		h := k.at(blocks, j)
 		b[h]++
 		k.counts[h]++
 	}

@@ -24,7 +24,7 @@ func feed(k *keyDepth, rng *rand.Rand, count int, hot float64, hotPrompt func(in
 
 func TestKeyDepthSplitsHotPrefixAndMergesWhenCold(t *testing.T) {
 	const n = 8
-	k := newKeyDepth(KeyDepthConfig{}.withDefaults(), n)
+	k := newKeyDepth(KeyDepthConfig{}.withDefaults(), n, 512)
 	rng := rand.New(rand.NewPCG(1, 1))
 	var next uint64 = 1000
 	// 40% of traffic shares a 6-block prefix (then unique tails): far above 2/n = 25%.
@@ -55,7 +55,7 @@ func TestKeyDepthSplitsHotPrefixAndMergesWhenCold(t *testing.T) {
 // split one: the hysteresis band.
 func TestKeyDepthHysteresis(t *testing.T) {
 	const n = 8 // the paper's rule: split above 25%, merge below 12.5%
-	k := newKeyDepth(KeyDepthConfig{SplitFactor: 2}.withDefaults(), n)
+	k := newKeyDepth(KeyDepthConfig{SplitFactor: 2}.withDefaults(), n, 512)
 	rng := rand.New(rand.NewPCG(2, 2))
 	var next uint64 = 1 << 30
 	hotPrompt := func(i int) []uint64 { return prompt(9, uint64(rng.IntN(1<<30)), 3, 6) }
@@ -78,7 +78,7 @@ func TestKeyDepthHysteresis(t *testing.T) {
 // toward every prefix of their key, so the split parent keeps its share and
 // stays split while the traffic lasts (no flapping).
 func TestKeyDepthNoFlap(t *testing.T) {
-	k := newKeyDepth(KeyDepthConfig{}.withDefaults(), 8)
+	k := newKeyDepth(KeyDepthConfig{}.withDefaults(), 8, 512)
 	rng := rand.New(rand.NewPCG(3, 3))
 	var next uint64 = 1 << 31
 	hotPrompt := func(i int) []uint64 { return prompt(11, uint64(rng.IntN(1<<30)), 4, 8) }
@@ -95,7 +95,7 @@ func TestKeyDepthNoFlap(t *testing.T) {
 
 func TestKeyDepthDeterministicAndExportImport(t *testing.T) {
 	run := func() *keyDepth {
-		k := newKeyDepth(KeyDepthConfig{}.withDefaults(), 8)
+		k := newKeyDepth(KeyDepthConfig{}.withDefaults(), 8, 512)
 		rng := rand.New(rand.NewPCG(4, 4))
 		var next uint64 = 1 << 32
 		feed(k, rng, 5000, 0.6, func(i int) []uint64 { return prompt(uint64(i%2), uint64(rng.IntN(1<<30)), 5, 9) }, &next)
@@ -106,7 +106,7 @@ func TestKeyDepthDeterministicAndExportImport(t *testing.T) {
 	if !slices.Equal(ea.Splits, eb.Splits) || len(ea.Splits) == 0 {
 		t.Fatalf("export() differs between identical runs or is empty: %v vs %v", ea.Splits, eb.Splits)
 	}
-	c := newKeyDepth(KeyDepthConfig{}.withDefaults(), 8)
+	c := newKeyDepth(KeyDepthConfig{}.withDefaults(), 8, 512)
 	c.importState(ea)
 	for i := uint64(0); i < 2; i++ {
 		p := prompt(i, 77, 5, 9)
@@ -121,7 +121,7 @@ func TestKeyDepthDeterministicAndExportImport(t *testing.T) {
 
 func TestKeyDepthBoundedMemory(t *testing.T) {
 	cfg := KeyDepthConfig{Window: 1000}.withDefaults()
-	k := newKeyDepth(cfg, 8)
+	k := newKeyDepth(cfg, 8, 512)
 	rng := rand.New(rand.NewPCG(5, 5))
 	for i := 0; i < 100000; i++ {
 		b := prompt(rng.Uint64(), rng.Uint64(), 0, 40)
@@ -135,7 +135,7 @@ func TestKeyDepthBoundedMemory(t *testing.T) {
 
 func TestKeyDepthTimeWindow(t *testing.T) {
 	cfg := KeyDepthConfig{WindowDuration: 10 * time.Second}.withDefaults()
-	k := newKeyDepth(cfg, 8)
+	k := newKeyDepth(cfg, 8, 512)
 	probe := prompt(1, 2, 4, 6)
 	now := time.Duration(0)
 	for i := 0; i < 2000; i++ { // 100 req/s, all under one prefix
@@ -158,7 +158,7 @@ func TestKeyDepthTimeWindow(t *testing.T) {
 }
 
 func TestKeyDepthFixedAndShortPrompts(t *testing.T) {
-	fixed := newKeyDepth(KeyDepthConfig{Fixed: 4}.withDefaults(), 8)
+	fixed := newKeyDepth(KeyDepthConfig{Fixed: 4}.withDefaults(), 8, 512)
 	tests := []struct {
 		name string
 		k    *keyDepth
@@ -167,8 +167,8 @@ func TestKeyDepthFixedAndShortPrompts(t *testing.T) {
 	}{
 		{"fixed long", fixed, 10, 4},
 		{"fixed short", fixed, 3, 3},
-		{"adaptive one block", newKeyDepth(KeyDepthConfig{}.withDefaults(), 8), 1, 1},
-		{"adaptive empty", newKeyDepth(KeyDepthConfig{}.withDefaults(), 8), 0, 0},
+		{"adaptive one block", newKeyDepth(KeyDepthConfig{}.withDefaults(), 8, 512), 1, 1},
+		{"adaptive empty", newKeyDepth(KeyDepthConfig{}.withDefaults(), 8, 512), 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -192,5 +192,33 @@ func TestKeyDepthConfigValidate(t *testing.T) {
 		if err := c.withDefaults().validate(); err == nil {
 			t.Errorf("validate(%+v) = nil, want an error", c)
 		}
+	}
+}
+
+// With 16-token blocks, keys still grow in 512-token key blocks: two
+// prompts sharing a 1,000-token system prompt but differing after it get
+// different keys only if the key reaches past the shared part, and the
+// minimum key covers 1,024 tokens, not 32.
+func TestKeyDepthKeyBlocks(t *testing.T) {
+	k := newKeyDepth(KeyDepthConfig{}.withDefaults(), 8, 16)
+	if k.stride != 32 {
+		t.Fatalf("stride = %d, want 32", k.stride)
+	}
+	a := prompt(1, 1, 62, 100) // 62 shared 16-token blocks (992 tokens), 1,600 tokens in all
+	b := prompt(1, 2, 62, 100)
+	if d := k.depth(a); d != 2 {
+		t.Fatalf("depth() = %d, want 2 key blocks", d)
+	}
+	if k.key(a, 2) == k.key(b, 2) {
+		t.Error("prompts differing at token 992 share a 1,024-token key")
+	}
+	short := prompt(1, 3, 62, 40) // 640 tokens: two key blocks, the last partial
+	if d := k.depth(short); d != 2 || k.key(short, 2) != short[39] {
+		t.Errorf("short prompt: depth %d key %x, want 2 and its last block", d, k.key(short, 2))
+	}
+	same := prompt(1, 4, 64, 100) // shares all of the first 64 blocks with c below
+	c := prompt(1, 5, 64, 100)
+	if k.key(same, 2) != k.key(c, 2) {
+		t.Error("prompts sharing 1,024 tokens got different keys")
 	}
 }

@@ -91,7 +91,7 @@ type Decision struct {
 	Instance string // id of the chosen instance
 	Fallback string // another candidate for failover, or ""
 	Reason   Reason
-	KeyDepth int // key length in blocks
+	KeyDepth int // key length in key blocks (KeyDepthConfig.BlockTokens tokens each)
 	// CachedTokens is the estimated cached prefix on Instance.
 	CachedTokens int
 	// EstimatedTTFT is the estimate on Instance when routed.

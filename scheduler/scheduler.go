@@ -168,7 +168,7 @@ func New(cfg Config, instances []Instance) (*Scheduler, error) {
 		policy: pol,
 		epoch:  cfg.Now(),
 		byID:   make(map[string]*instance),
-		kd:     newKeyDepth(cfg.KeyDepth, 0),
+		kd:     newKeyDepth(cfg.KeyDepth, 0, cfg.BlockSize),
 	}
 	if rp, ok := pol.(rebalancing); ok {
 		s.rebalances = rp.rebalance()
@@ -204,16 +204,7 @@ func (s *Scheduler) keyFor(r *Request) (int, uint64) {
 		return 0, r.Session
 	}
 	d := s.kd.depth(r.Blocks)
-	return d, keyOf(r.Blocks, d)
-}
-
-// keyOf is the ring key of a prompt whose key is d blocks long: the chained
-// hash of block d, which stands for the whole d-block prefix.
-func keyOf(blocks []uint64, d int) uint64 {
-	if d == 0 {
-		return 0
-	}
-	return blocks[d-1]
+	return d, s.kd.key(r.Blocks, d)
 }
 
 // Pick returns where r would go now, without routing it: no state changes,
