@@ -18,7 +18,10 @@ import (
 // prompts this router exists for, and the learned c_i absorbs the average of
 // the rest.
 //
-// c_i starts from the profile (CostConfig.PerToken) and is refined online:
+// c_i is one cost for the whole pool unless CostConfig.PerInstance: an
+// instance that a high estimate keeps idle would otherwise never be
+// observed, and never corrected. It starts from the profile
+// (CostConfig.PerToken) and is refined online:
 // each observed TTFT t, measured from dispatch, for work W = A_i + U at
 // dispatch, gives a sample s = (t - q*U^2) / W. The cost moves towards it in
 // log space by LearnRate, with the step clipped to ±MaxStep, so an outlier
@@ -39,6 +42,11 @@ type CostConfig struct {
 	LearnRate float64
 	// MaxStep clips one observation's log-ratio (default 0.5).
 	MaxStep float64
+	// PerInstance learns a cost per instance (for pools of mixed hardware)
+	// instead of one for the pool (default). A per-instance cost starts from
+	// the pool's current one; beware that an instance a bad estimate keeps
+	// idle gets no observations to correct it.
+	PerInstance bool
 }
 
 func (c CostConfig) withDefaults() CostConfig {

@@ -41,7 +41,7 @@ type instance struct {
 	draining bool
 
 	kv  *kvIndex
-	est estimator
+	est *estimator // shared by the pool unless Cost.PerInstance
 
 	queue         []*Request // router queue, unordered; see queue.go
 	queuedTokens  int

@@ -20,6 +20,9 @@ import "math"
 //     The estimate ignores the cache-first queue order that lets a cache-rich
 //     request overtake, so it runs pessimistic and values above 1 pay off.
 //   - hopeless: cache (default) | load [load].
+//   - tie (default 0.1 [0]): cached prefixes within this fraction of the
+//     prompt of the longest count as equal, so a short shared system
+//     prompt does not pull every request to the instances holding it.
 //   - overflow: none (default) [none] | global.
 //   - choice: slo (default) | cache | load | min-ttft. The last three are
 //     the paper's ablations: cache only, load only, min-TTFT inside the set.
@@ -31,12 +34,13 @@ type dualMap struct {
 	choice   string
 	rebal    bool
 	hopeless string
+	tie      float64
 }
 
 func init() { register("dualmap", newDualMap) }
 
 func newDualMap(p Params) (policy, error) {
-	if err := p.check("headroom", "overflow", "choice", "rebalance", "hopeless"); err != nil {
+	if err := p.check("headroom", "overflow", "choice", "rebalance", "hopeless", "tie"); err != nil {
 		return nil, err
 	}
 	d := &dualMap{}
@@ -58,6 +62,9 @@ func newDualMap(p Params) (policy, error) {
 	if d.hopeless, err = p.str("hopeless", "cache", "cache", "load"); err != nil {
 		return nil, err
 	}
+	if d.tie, err = p.float("tie", 0.1, 0, 1); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -69,19 +76,25 @@ func (d *dualMap) pick(v *view, r *Request, cands []int32) (choice, error) {
 	}
 	var cached [maxCandidates]int
 	var est [maxCandidates]float64
-	byCache, byTTFT, byLoad := 0, 0, 0
-	allEqual := true
+	maxCached := 0
 	for k, c := range cands {
 		cached[k] = v.cached(c, r)
 		est[k] = v.ttft(c, r, cached[k])
-		if k == 0 {
-			continue
-		}
-		if cached[k] != cached[0] {
+		maxCached = max(maxCached, cached[k])
+	}
+	// Cached prefixes within tie x prompt of the longest count as equal:
+	// a shared system prompt of a few hundred tokens is not worth a
+	// hotspot. Among the longest, the lowest estimate.
+	floor := maxCached - int(d.tie*float64(r.Tokens))
+	byCache, byTTFT, byLoad := -1, 0, 0
+	allEqual := true
+	for k, c := range cands {
+		if cached[k] >= floor {
+			if byCache < 0 || est[k] < est[byCache] {
+				byCache = k
+			}
+		} else {
 			allEqual = false
-		}
-		if cached[k] > cached[byCache] || (cached[k] == cached[byCache] && est[k] < est[byCache]) {
-			byCache = k
 		}
 		if est[k] < est[byTTFT] {
 			byTTFT = k

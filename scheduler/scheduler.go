@@ -149,7 +149,8 @@ type Scheduler struct {
 	rings   ringSet
 	kd      *keyDepth
 	stats   Stats
-	moves   []Move // rebalancer scratch
+	est     *estimator // the pool's per-token cost (Cost.PerInstance: each instance has its own)
+	moves   []Move     // rebalancer scratch
 	added   []int  // rebalancer scratch, per member
 	reroute []*Request
 	view    view                 // policy input scratch
@@ -170,6 +171,7 @@ func New(cfg Config, instances []Instance) (*Scheduler, error) {
 		byID:   make(map[string]*instance),
 		kd:     newKeyDepth(cfg.KeyDepth, 0, cfg.BlockSize),
 	}
+	s.est = &estimator{cfg: &s.cfg.Cost, cost: s.cfg.Cost.PerToken}
 	if rp, ok := pol.(rebalancing); ok {
 		s.rebalances = rp.rebalance()
 	}
@@ -495,7 +497,10 @@ func (s *Scheduler) SetInstances(list []Instance, out *Outcome) error {
 		in := s.byID[spec.ID]
 		if in == nil {
 			in = &instance{healthy: true}
-			in.est = estimator{cfg: &s.cfg.Cost, cost: s.cfg.Cost.PerToken}
+			in.est = s.est
+			if s.cfg.Cost.PerInstance {
+				in.est = &estimator{cfg: &s.cfg.Cost, cost: s.est.cost}
+			}
 			s.byID[spec.ID] = in
 		}
 		in.Instance = spec

@@ -1,0 +1,27 @@
+package state
+
+import "sync/atomic"
+
+// counters are the cumulative Stats counters, updated by Dispatched and the
+// Run loops without locks.
+type counters struct {
+	published, batches, coalesced, dropped atomic.Uint64
+	applied, unknown, errors               atomic.Uint64
+	replicas                               atomic.Int64
+	leader                                 atomic.Bool
+	keyDepthVersion                        atomic.Int64
+}
+
+// fill copies the counters into st.
+func (c *counters) fill(st *Stats) {
+	st.Published = c.published.Load()
+	st.Batches = c.batches.Load()
+	st.Coalesced = c.coalesced.Load()
+	st.Dropped = c.dropped.Load()
+	st.Applied = c.applied.Load()
+	st.Unknown = c.unknown.Load()
+	st.Errors = c.errors.Load()
+	st.Replicas = int(c.replicas.Load())
+	st.Leader = c.leader.Load()
+	st.KeyDepthVersion = c.keyDepthVersion.Load()
+}

@@ -1,0 +1,90 @@
+// Package state shares one pool's routing state between dualmap replicas
+// that run active-active, so that they agree on where prompt prefixes are
+// cached, how loaded each instance is, and which prefixes are split.
+//
+// It is for the exchange only: it feeds the local *scheduler.Scheduler
+// through the Applier methods and never decides anything itself. It is not
+// on the routing hot path: Store.Dispatched only appends to a bounded
+// in-memory buffer, and all Redis I/O happens in Store.Run's background
+// loops, so a slow or dead Redis delays agreement, never a request. It is
+// not a durable store either: everything in it is a hint that the replicas
+// rebuild from traffic.
+//
+// Two implementations: NewMemory for a single replica (nothing to share),
+// and NewRedis, which works with a single Redis server, a Cluster or a
+// Sentinel-managed primary (redis.UniversalClient).
+//
+// # Protocol
+//
+// Every key of a pool shares the hash tag {prefix:pool} (prefix defaults to
+// "dualmap"), so a pool lives in one Cluster slot and pipelines and Lua
+// scripts work there. With T the tag and H the heartbeat period:
+//
+//	T:kv             stream   dispatch batches, one entry per flush per replica
+//	T:load:<replica> hash     that replica's load, one field per instance; PEXPIRE 3H
+//	T:replicas       zset     replica ids scored by last heartbeat (Redis clock, ms)
+//	T:kd:leader      string   key-depth leader lease: the leader's id; PX 3H
+//	T:kd             string   the leader's key-depth table (KeyDepth message)
+//	T:mig:<instance> string   migration lease on a source instance: holder id; PX ttl
+//
+// Dispatch records. Dispatched appends (instance, chained blocks) to a
+// buffer; an identical record still waiting is coalesced. Every Flush
+// period the publisher XADDs the buffer as one stream entry with fields
+// r (replica id) and d (a DispatchBatch message of proto/state.proto, whose
+// unix_nanos is when the oldest record in it was recorded), trimming the
+// stream to about StreamMaxLen entries (MAXLEN ~). Large backlogs are cut
+// into several entries. Readers XREAD BLOCK 100ms from their last id, skip
+// their own entries and apply the rest with RecordCached. On start, and
+// after every outage, a reader reads the stream from the beginning: the
+// stream is the snapshot a new replica warms up from. Propagation delay is
+// the reader's wall clock minus unix_nanos, so it includes the flush wait
+// and any clock skew between hosts.
+//
+// Load. Every Heartbeat a replica runs one pipeline: a Lua script that
+// replaces its load hash (LocalLoad; each value four uvarints: queued,
+// queued tokens, pending tokens, running; plus a presence field "@"), sets
+// PEXPIRE 3H, ZADDs itself to T:replicas with Redis's own clock, drops
+// members older than 3H and returns the rest; the key-depth lease script;
+// and GET T:kd. A second pipeline HGETALLs the other replicas' hashes (and
+// carries the leader's key-depth update). The sum of the others' loads per
+// instance goes to SetRemoteLoad; instances nobody reports get a zero Load.
+// A replica whose heartbeats stop (crash, SIGKILL, partition) vanishes
+// within 3H: its hash expires and it is dropped from the zset. A replica
+// that stops cleanly (Run's ctx ends) deletes its hash and leaves at once.
+// All replicas of a pool should use the same Heartbeat.
+//
+// Key depth. One replica holds the leader lease T:kd:leader (acquired as
+// SET NX PX 3H, renewed by its holder each heartbeat; both in one Lua
+// script so that only the holder renews). The leader publishes its own
+// KeyDepthState to T:kd with an increasing version whenever it differs from
+// what is there; followers import it each heartbeat when the version
+// changed or their own table drifted from it. When the leader dies its
+// lease expires and the next replica to try takes it over.
+//
+// Migration leases. TryLease runs the same acquire-or-renew script on
+// T:mig:<instance>: true for the replica that holds the lease (a holder
+// asking again extends it), false for any other until it expires.
+//
+// # Failures
+//
+// When Redis is unreachable or restarts, Run keeps going: each loop retries
+// with exponential backoff capped at 1s. The store logs one Warn when an
+// outage starts and one Info when it ends, and Stats reports Up, Outages
+// and DownSince. Dispatched keeps buffering; past the bound (Buffer) the
+// oldest records are dropped and counted. Remote loads are cleared (set to
+// zero) after 3 heartbeats without fresh data, so a cut-off replica routes
+// on its own view rather than stale numbers. After the outage the buffered
+// records are published, the load hash and the key-depth table are written
+// again, and readers re-read the stream from the beginning, so agreement
+// recovers within a few heartbeats. A Redis that restarted empty loses the
+// stream: replicas keep their own KV indexes, but a replica started after
+// that begins cold. Records for instances this replica does not know
+// (pools changing) are skipped and counted. Redis errors other than
+// connection failures (wrong type, ACL, OOM) are counted and logged at
+// Debug but do not mark Redis down.
+//
+// Requirements on Redis: version 5 or later (streams), EVAL allowed for
+// the user, and clocks of the replica hosts within a few milliseconds of
+// each other for the propagation figures to mean anything (liveness uses
+// Redis's clock and key expiry, not the replicas').
+package state

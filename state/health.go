@@ -1,0 +1,127 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// health tracks whether Redis is reachable, from the results of every
+// loop's operations, and logs once per outage and once per recovery. Safe
+// for concurrent use.
+type health struct {
+	log *slog.Logger
+	st  *counters
+
+	mu        sync.Mutex
+	up        bool
+	down      bool // an outage is in progress (false before the first result)
+	downSince time.Time
+	outages   uint64
+	epoch     uint64 // recoveries so far: readers rewind when it changes
+}
+
+// ok records a successful operation.
+func (h *health) ok() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.up = true
+	if !h.down {
+		return
+	}
+	h.log.Info("state: redis reachable again", "outage", time.Since(h.downSince).Round(time.Millisecond))
+	h.down = false
+	h.downSince = time.Time{}
+	h.epoch++
+}
+
+// failed records a failed operation op. Errors Redis answered with (wrong
+// type, no permission, ...) are counted and logged at Debug but say
+// nothing about reachability; any other error starts an outage. It returns
+// true when err means Redis is unreachable.
+func (h *health) failed(op string, err error) bool {
+	h.st.errors.Add(1)
+	if !unreachable(err) {
+		h.log.Debug("state: redis error", "op", op, "err", err)
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.up = false
+	if h.down {
+		return true
+	}
+	h.log.Warn("state: redis unreachable; routing on the local view until it returns", "op", op, "err", err)
+	h.down = true
+	h.downSince = time.Now()
+	h.outages++
+	return true
+}
+
+// unreachable reports whether err is a connection failure rather than an
+// answer from Redis.
+func unreachable(err error) bool {
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		// LOADING, READONLY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN: the
+		// server is there but cannot serve the pool now.
+		msg := rerr.Error()
+		for _, p := range []string{"LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"} {
+			if strings.HasPrefix(msg, p) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// currentEpoch returns the number of recoveries so far.
+func (h *health) currentEpoch() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.epoch
+}
+
+func (h *health) fill(st *Stats) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st.Up = h.up
+	st.Outages = h.outages
+	st.DownSince = h.downSince
+}
+
+// backoff is an exponential retry delay, 50ms doubling up to 1s. Not safe
+// for concurrent use: each loop has its own.
+type backoff struct{ next time.Duration }
+
+const (
+	backoffMin = 50 * time.Millisecond
+	backoffMax = time.Second
+)
+
+// fail returns the delay before the next attempt.
+func (b *backoff) fail() time.Duration {
+	d := max(b.next, backoffMin)
+	b.next = min(2*d, backoffMax)
+	return d
+}
+
+func (b *backoff) reset() { b.next = 0 }
+
+// sleep waits d or until ctx ends; it reports whether ctx is still alive.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,28 @@
+package state
+
+// keys is the Redis key layout of one pool (see the package doc). Every key
+// carries the hash tag {prefix:pool}.
+type keys struct {
+	tag      string
+	stream   string
+	replicas string
+	leader   string
+	keyDepth string
+}
+
+func newKeys(prefix, pool string) keys {
+	tag := "{" + prefix + ":" + pool + "}"
+	return keys{
+		tag:      tag,
+		stream:   tag + ":kv",
+		replicas: tag + ":replicas",
+		leader:   tag + ":kd:leader",
+		keyDepth: tag + ":kd",
+	}
+}
+
+// load is the load hash of a replica.
+func (k keys) load(replica string) string { return k.tag + ":load:" + replica }
+
+// lease is the migration lease of a source instance.
+func (k keys) lease(instance string) string { return k.tag + ":mig:" + instance }

@@ -1,0 +1,120 @@
+package state
+
+import (
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// RedisOptions configures NewRedis. Zero values mean the defaults written
+// next to each field.
+type RedisOptions struct {
+	// Addrs are the servers: one for a single server, several for a
+	// Cluster, or the Sentinels when MasterName is set.
+	Addrs []string
+	// MasterName selects Sentinel mode: the name of the monitored primary.
+	MasterName         string
+	Username, Password string
+	DB                 int
+	TLS                *tls.Config
+	// Prefix starts every key (default "dualmap").
+	Prefix string
+	// Pool names the pool (default "default"). All keys of a pool share
+	// the hash tag {Prefix:Pool}, so they live in one Cluster slot.
+	Pool string
+	// Replica is this replica's unique id (default hostname-pid-random).
+	Replica string
+	// Heartbeat is the load publish and refresh period (default 100ms). A
+	// replica whose heartbeats stop is ignored after 3 periods. Use the
+	// same value on every replica of a pool.
+	Heartbeat time.Duration
+	// Flush is the dispatch batching period (default 10ms).
+	Flush time.Duration
+	// StreamMaxLen caps the dispatch stream, in entries (default 200000;
+	// approximate trimming).
+	StreamMaxLen int64
+	// Buffer bounds the dispatch records waiting to be published, in
+	// blocks, each record counting one more (default 1<<20, about 8 MiB).
+	Buffer int
+	// Logger receives outage and recovery messages (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Defaults.
+const (
+	DefaultPrefix       = "dualmap"
+	DefaultPool         = "default"
+	DefaultHeartbeat    = 100 * time.Millisecond
+	DefaultFlush        = 10 * time.Millisecond
+	DefaultStreamMaxLen = 200_000
+	DefaultBuffer       = 1 << 20
+)
+
+func (o RedisOptions) withDefaults() RedisOptions {
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if o.Pool == "" {
+		o.Pool = DefaultPool
+	}
+	if o.Replica == "" {
+		o.Replica = defaultReplicaID()
+	}
+	if o.Heartbeat == 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	if o.Flush == 0 {
+		o.Flush = DefaultFlush
+	}
+	if o.StreamMaxLen == 0 {
+		o.StreamMaxLen = DefaultStreamMaxLen
+	}
+	if o.Buffer == 0 {
+		o.Buffer = DefaultBuffer
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// validate reports the first unusable field of o (after defaults).
+func (o RedisOptions) validate() error {
+	switch {
+	case len(o.Addrs) == 0:
+		return fmt.Errorf("%w: no Addrs", ErrInvalidOptions)
+	case strings.ContainsAny(o.Prefix+o.Pool, "{}"):
+		return fmt.Errorf("%w: Prefix and Pool must not contain braces (they form the hash tag), got %q and %q", ErrInvalidOptions, o.Prefix, o.Pool)
+	case !utf8.ValidString(o.Replica):
+		return fmt.Errorf("%w: Replica must be valid UTF-8, got %q", ErrInvalidOptions, o.Replica)
+	case o.Heartbeat < time.Millisecond:
+		return fmt.Errorf("%w: Heartbeat must be >= 1ms, got %v", ErrInvalidOptions, o.Heartbeat)
+	case o.Flush < time.Millisecond:
+		return fmt.Errorf("%w: Flush must be >= 1ms, got %v", ErrInvalidOptions, o.Flush)
+	case o.StreamMaxLen < 1:
+		return fmt.Errorf("%w: StreamMaxLen must be >= 1, got %d", ErrInvalidOptions, o.StreamMaxLen)
+	case o.Buffer < 1:
+		return fmt.Errorf("%w: Buffer must be >= 1, got %d", ErrInvalidOptions, o.Buffer)
+	case o.DB < 0:
+		return fmt.Errorf("%w: DB must be >= 0, got %d", ErrInvalidOptions, o.DB)
+	}
+	return nil
+}
+
+// defaultReplicaID is hostname-pid-random: unique across restarts and
+// across replicas sharing a host.
+func defaultReplicaID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "replica"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}

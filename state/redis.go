@@ -1,0 +1,144 @@
+package state
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// opTimeout bounds one background Redis round trip (a flush, a heartbeat
+// pipeline); leaveTimeout bounds the clean-up when Run ends.
+const (
+	opTimeout    = time.Second
+	leaveTimeout = 500 * time.Millisecond
+)
+
+// RedisStore is the Store of replicas that share a pool through Redis. See
+// the package doc for the protocol. Create it with NewRedis, call Run once
+// (it may be called again after it returned), and Close it when done.
+type RedisStore struct {
+	opt  RedisOptions
+	keys keys
+	rdb  redis.UniversalClient
+
+	st     counters
+	health health
+	lat    latency
+	buf    *buffer
+	pub    publisher // owned by the publish loop, then by leave
+
+	running atomic.Bool
+	// skipLeave makes Run end without its clean-up, like a killed
+	// process (tests).
+	skipLeave bool
+}
+
+var _ Store = (*RedisStore)(nil)
+
+// NewRedis returns a store for opt's pool. It does not connect: Run does,
+// and keeps retrying while Redis is unreachable.
+func NewRedis(opt RedisOptions) (*RedisStore, error) {
+	opt = opt.withDefaults()
+	if err := opt.validate(); err != nil {
+		return nil, err
+	}
+	s := &RedisStore{
+		opt:  opt,
+		keys: newKeys(opt.Prefix, opt.Pool),
+		rdb: redis.NewUniversalClient(&redis.UniversalOptions{
+			Addrs:      opt.Addrs,
+			MasterName: opt.MasterName,
+			Username:   opt.Username,
+			Password:   opt.Password,
+			DB:         opt.DB,
+			TLSConfig:  opt.TLS,
+			ClientName: "dualmap-" + opt.Replica,
+			// The loops retry on their own schedule, and every call
+			// carries a deadline that must hold.
+			MaxRetries:            -1,
+			DialTimeout:           opTimeout,
+			ReadTimeout:           opTimeout,
+			WriteTimeout:          opTimeout,
+			PoolTimeout:           opTimeout,
+			ContextTimeoutEnabled: true,
+		}),
+	}
+	s.health = health{log: opt.Logger.With("pool", opt.Pool, "replica", opt.Replica), st: &s.st}
+	s.buf = newBuffer(opt.Buffer, &s.st)
+	return s, nil
+}
+
+// Replica returns this replica's id.
+func (s *RedisStore) Replica() string { return s.opt.Replica }
+
+// Dispatched implements Store.
+func (s *RedisStore) Dispatched(instance string, blocks []uint64) {
+	s.buf.add(instance, blocks, time.Now)
+}
+
+// Stats implements Store.
+func (s *RedisStore) Stats() Stats {
+	var st Stats
+	s.st.fill(&st)
+	s.health.fill(&st)
+	s.lat.fill(&st)
+	st.Buffered = s.buf.len() + int(s.pub.waiting.Load())
+	return st
+}
+
+// Run implements Store. It runs three loops, each ending with ctx: the
+// publisher (every Flush), the stream reader, and the heartbeat (every
+// Heartbeat: load, replicas, key depth). When ctx ends it publishes what is
+// buffered, deletes its load hash and releases the key-depth lease, within
+// half a second, then returns nil.
+func (s *RedisStore) Run(ctx context.Context, a Applier) error {
+	if a == nil {
+		return fmt.Errorf("state: redis store: %w", ErrNoApplier)
+	}
+	if !s.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("state: redis store %s: %w", s.opt.Replica, ErrRunning)
+	}
+	defer s.running.Store(false)
+	var wg sync.WaitGroup
+	wg.Go(func() { s.publishLoop(ctx) })
+	wg.Go(func() { s.readLoop(ctx, a) })
+	wg.Go(func() { s.heartbeatLoop(ctx, a) })
+	wg.Wait()
+	if !s.skipLeave {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
+		defer cancel()
+		s.leave(lctx)
+	}
+	return nil
+}
+
+// leave is the clean exit: flush, then remove this replica's presence so
+// the others stop counting its load and a new key-depth leader can take
+// over at once.
+func (s *RedisStore) leave(ctx context.Context) {
+	if _, err := s.flush(ctx); err != nil {
+		s.health.log.Debug("state: final flush failed", "err", err)
+	}
+	s.st.leader.Store(false)
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, s.keys.load(s.opt.Replica))
+		p.ZRem(ctx, s.keys.replicas, s.opt.Replica)
+		p.Eval(ctx, releaseScript, []string{s.keys.leader}, s.opt.Replica)
+		return nil
+	})
+	if err != nil {
+		s.health.log.Debug("state: leave failed", "err", err)
+	}
+}
+
+// Close closes the Redis connections. Call it after Run returned.
+func (s *RedisStore) Close() error {
+	if err := s.rdb.Close(); err != nil {
+		return fmt.Errorf("state: close: %w", err)
+	}
+	return nil
+}

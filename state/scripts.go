@@ -1,0 +1,58 @@
+package state
+
+// The Lua scripts, run with EVAL (Redis caches them by digest). Each names
+// its keys in KEYS, so they run in Cluster too: all keys of a pool share
+// one hash tag.
+
+// beatScript writes this replica's heartbeat and returns the live replicas.
+//
+//	KEYS[1] T:load:<replica>   KEYS[2] T:replicas
+//	ARGV[1] replica id         ARGV[2] expiry in ms (3 heartbeats)
+//	ARGV[3..] field, value pairs of the load hash
+//
+// It replaces the hash (so instances that left disappear), sets its expiry,
+// scores the replica in the zset with Redis's clock (so replica clocks do
+// not matter), drops members not seen within the expiry, and returns the
+// remaining members.
+const beatScript = `
+if redis.replicate_commands then redis.replicate_commands() end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[2])
+redis.call('DEL', KEYS[1])
+for i = 3, #ARGV, 2 do
+  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+end
+redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('ZADD', KEYS[2], now, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. (now - ttl))
+return redis.call('ZRANGE', KEYS[2], 0, -1)
+`
+
+// leaseScript takes a lease or renews it for its holder: SET NX PX, or
+// PEXPIRE when the value is already ours. Returns 1 when ARGV[1] holds the
+// lease afterwards, 0 when someone else does.
+//
+//	KEYS[1] the lease key   ARGV[1] holder id   ARGV[2] ttl in ms
+const leaseScript = `
+local v = redis.call('GET', KEYS[1])
+if not v then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+if v == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+`
+
+// releaseScript deletes a lease if ARGV[1] holds it.
+//
+//	KEYS[1] the lease key   ARGV[1] holder id
+const releaseScript = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+`
