@@ -284,6 +284,21 @@ func renderFrontProxy(src string, listen, admin int, routers, engines []int) str
 	})
 }
 
+// stop ends the stack's processes now (cleanup would do it at the end of
+// the test): for tests that start several stacks in turn.
+func (s *stack) stop() {
+	s.envoy.kill(syscall.SIGTERM)
+	<-s.envoy.done
+	for _, r := range s.routers {
+		r.kill(syscall.SIGTERM)
+		<-r.done
+	}
+	for _, e := range s.engines {
+		e.kill(syscall.SIGTERM)
+		<-e.done
+	}
+}
+
 func ctxTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
 }

@@ -52,6 +52,7 @@ func (s *RedisStore) heartbeatLoop(ctx context.Context, a Applier) {
 			case ctx.Err() != nil:
 				return
 			default:
+				s.st.leader.Store(false) // cannot renew: assume the lease lost
 				s.health.failed("heartbeat", err)
 				retryAt = now.Add(bo.fail())
 			}

@@ -60,6 +60,7 @@ func NewRedis(opt RedisOptions) (*RedisStore, error) {
 			// The loops retry on their own schedule, and every call
 			// carries a deadline that must hold.
 			MaxRetries:            -1,
+			DialerRetries:         1,
 			DialTimeout:           opTimeout,
 			ReadTimeout:           opTimeout,
 			WriteTimeout:          opTimeout,

@@ -1,0 +1,91 @@
+package state
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestUnreachable(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"connection refused", &net.OpError{Op: "dial", Err: errors.New("connection refused")}, true},
+		{"deadline", context.DeadlineExceeded, true},
+		{"wrapped io", fmt.Errorf("x: %w", net.ErrClosed), true},
+		{"nil reply", redis.Nil, false},
+		{"wrong type", redisErr("WRONGTYPE Operation against a key holding the wrong kind of value"), false},
+		{"loading", redisErr("LOADING Redis is loading the dataset in memory"), true},
+		{"cluster down", redisErr("CLUSTERDOWN The cluster is down"), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := unreachable(tt.err); got != tt.want {
+				t.Errorf("unreachable(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+// redisErr is an error answered by the server (it satisfies redis.Error).
+type redisErr string
+
+func (e redisErr) Error() string { return string(e) }
+func (e redisErr) RedisError()   {}
+
+// TestHealthLogsOncePerOutage: one Warn per outage, one Info per recovery,
+// however many operations fail or succeed.
+func TestHealthLogsOncePerOutage(t *testing.T) {
+	var buf bytes.Buffer
+	var st counters
+	h := health{log: slog.New(slog.NewTextHandler(&buf, nil)), st: &st}
+	down := errors.New("connection refused")
+	h.ok()
+	for range 5 {
+		h.failed("read", down)
+	}
+	h.ok()
+	h.ok()
+	h.failed("read", redisErr("WRONGTYPE Operation against a key holding the wrong kind of value"))
+	for range 3 {
+		h.failed("publish", down)
+	}
+	h.ok()
+	log := buf.String()
+	if w, i := strings.Count(log, "level=WARN"), strings.Count(log, "level=INFO"); w != 2 || i != 2 {
+		t.Errorf("log has %d Warn and %d Info lines, want 2 and 2:\n%s", w, i, log)
+	}
+	var s Stats
+	h.fill(&s)
+	if !s.Up || s.Outages != 2 || !s.DownSince.IsZero() || h.currentEpoch() != 2 || st.errors.Load() != 9 {
+		t.Errorf("after two outages: Up=%v Outages=%d DownSince=%v epoch=%d errors=%d; want true, 2, zero, 2, 9", s.Up, s.Outages, s.DownSince, h.currentEpoch(), st.errors.Load())
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	var b backoff
+	var got []time.Duration
+	for range 7 {
+		got = append(got, b.fail())
+	}
+	want := []time.Duration{50, 100, 200, 400, 800, 1000, 1000}
+	for i := range want {
+		if got[i] != want[i]*time.Millisecond {
+			t.Errorf("fail() #%d = %v, want %v", i+1, got[i], want[i]*time.Millisecond)
+		}
+	}
+	b.reset()
+	if d := b.fail(); d != backoffMin {
+		t.Errorf("fail() after reset() = %v, want %v", d, backoffMin)
+	}
+}

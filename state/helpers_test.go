@@ -1,0 +1,187 @@
+package state
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dualmap/dualmap/scheduler"
+	"github.com/redis/go-redis/v9"
+)
+
+// testPool is the pool every test replica routes over.
+func testPool(n int) []scheduler.Instance {
+	list := make([]scheduler.Instance, n)
+	for i := range list {
+		list[i] = scheduler.Instance{ID: fmt.Sprintf("10.0.0.%d:8000", i+1)}
+	}
+	return list
+}
+
+// testPrompt returns n chained block hashes derived from seed.
+func testPrompt(seed uint64, n int) []uint64 {
+	b := make([]uint64, n)
+	var h uint64
+	for i := range b {
+		h = scheduler.ChainHash(h, seed<<16|uint64(i))
+		b[i] = h
+	}
+	return b
+}
+
+func testRequest(blocks []uint64) *scheduler.Request {
+	return &scheduler.Request{Blocks: blocks, Tokens: len(blocks) * 512}
+}
+
+// replica is one in-process router replica: a real scheduler fed by a
+// RedisStore whose Run goroutine the test owns.
+type replica struct {
+	name   string
+	store  *RedisStore
+	sched  *scheduler.Scheduler
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// quietLogger drops Info and below, so tests show only real trouble.
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{}, &slog.HandlerOptions{Level: slog.LevelError}))
+}
+
+type testWriter struct{}
+
+func (testWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+// newReplica starts a replica named name on the Redis at addr. mod, if not
+// nil, adjusts the options; hooks are added to the client before Run.
+func newReplica(t testing.TB, addr, name string, mod func(*RedisOptions), hooks ...redis.Hook) *replica {
+	t.Helper()
+	sched, err := scheduler.New(scheduler.Config{Candidates: 2}, testPool(8))
+	if err != nil {
+		t.Fatalf("scheduler.New() error = %v", err)
+	}
+	opt := RedisOptions{Addrs: []string{addr}, Pool: "test", Replica: name, Logger: quietLogger()}
+	if mod != nil {
+		mod(&opt)
+	}
+	store, err := NewRedis(opt)
+	if err != nil {
+		t.Fatalf("NewRedis() error = %v", err)
+	}
+	for _, h := range hooks {
+		store.rdb.AddHook(h)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &replica{name: name, store: store, sched: sched, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- store.Run(ctx, sched) }()
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+// stop cancels Run, checks it returned nil within 2s, and closes the
+// store. Idempotent.
+func (r *replica) stop(t testing.TB) {
+	t.Helper()
+	if r.cancel == nil {
+		return
+	}
+	r.cancel()
+	r.cancel = nil
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Errorf("%s: Run() = %v, want nil", r.name, err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Errorf("%s: Run() did not return within 2s of cancel", r.name)
+	}
+	if err := r.store.Close(); err != nil {
+		t.Errorf("%s: Close() = %v", r.name, err)
+	}
+}
+
+// route routes a new request for blocks on r and shares the dispatch,
+// as extproc does.
+func (r *replica) route(t testing.TB, blocks []uint64) scheduler.Decision {
+	t.Helper()
+	var out scheduler.Outcome
+	d, err := r.sched.Route(testRequest(blocks), &out)
+	if err != nil {
+		t.Fatalf("%s: Route() error = %v", r.name, err)
+	}
+	for _, x := range out.Dispatched {
+		r.store.Dispatched(x.Decision.Instance, x.Request.Blocks)
+	}
+	return d
+}
+
+// remote returns r's view of the other replicas' load, by instance.
+func (r *replica) remote() map[string]scheduler.Load {
+	m := map[string]scheduler.Load{}
+	for _, in := range r.sched.Instances() {
+		m[in.ID] = in.Remote
+	}
+	return m
+}
+
+// eventually polls cond every 10ms until it returns "" or timeout passes,
+// then fails with cond's last message. It returns the time it took.
+func eventually(t testing.TB, timeout time.Duration, cond func() string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		msg := cond()
+		if msg == "" {
+			return time.Since(start)
+		}
+		if time.Since(start) > timeout {
+			t.Fatalf("after %v: %s", timeout, msg)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// commandCounter is a go-redis hook counting the commands sent, a pipeline
+// counting as its length.
+type commandCounter struct{ n atomic.Int64 }
+
+func (c *commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// leaderOf returns the replica holding the key-depth lease, once exactly
+// one does.
+func leaderOf(t testing.TB, rs []*replica) *replica {
+	t.Helper()
+	var leader *replica
+	eventually(t, 2*time.Second, func() string {
+		leader = nil
+		n := 0
+		for _, r := range rs {
+			if r.store.Stats().Leader {
+				leader = r
+				n++
+			}
+		}
+		if n != 1 {
+			return fmt.Sprintf("%d replicas hold the key-depth lease, want 1", n)
+		}
+		return ""
+	})
+	return leader
+}

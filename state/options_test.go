@@ -1,0 +1,74 @@
+package state
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestNewRedisOptions(t *testing.T) {
+	tests := []struct {
+		name string
+		opt  RedisOptions
+		ok   bool
+	}{
+		{"defaults", RedisOptions{Addrs: []string{"127.0.0.1:6379"}}, true},
+		{"cluster", RedisOptions{Addrs: []string{"a:1", "b:1", "c:1"}}, true},
+		{"sentinel", RedisOptions{Addrs: []string{"s:26379"}, MasterName: "mymaster"}, true},
+		{"no addrs", RedisOptions{}, false},
+		{"brace in pool", RedisOptions{Addrs: []string{"a:1"}, Pool: "p}"}, false},
+		{"brace in prefix", RedisOptions{Addrs: []string{"a:1"}, Prefix: "{x"}, false},
+		{"tiny heartbeat", RedisOptions{Addrs: []string{"a:1"}, Heartbeat: time.Microsecond}, false},
+		{"negative flush", RedisOptions{Addrs: []string{"a:1"}, Flush: -time.Second}, false},
+		{"negative stream cap", RedisOptions{Addrs: []string{"a:1"}, StreamMaxLen: -1}, false},
+		{"negative buffer", RedisOptions{Addrs: []string{"a:1"}, Buffer: -1}, false},
+		{"negative db", RedisOptions{Addrs: []string{"a:1"}, DB: -1}, false},
+		{"non-UTF-8 replica", RedisOptions{Addrs: []string{"a:1"}, Replica: "\xff"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := NewRedis(tt.opt)
+			if s != nil {
+				t.Cleanup(func() { _ = s.Close() })
+			}
+			if tt.ok && err != nil {
+				t.Errorf("NewRedis() error = %v, want nil", err)
+			}
+			if !tt.ok && !errors.Is(err, ErrInvalidOptions) {
+				t.Errorf("NewRedis() error = %v, want ErrInvalidOptions", err)
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	o := RedisOptions{Addrs: []string{"a:1"}}.withDefaults()
+	if o.Prefix != "dualmap" || o.Pool != "default" || o.Heartbeat != 100*time.Millisecond || o.Flush != 10*time.Millisecond ||
+		o.StreamMaxLen != 200_000 || o.Buffer != 1<<20 || o.Logger == nil {
+		t.Errorf("withDefaults() = %+v", o)
+	}
+	if strings.Count(o.Replica, "-") < 2 {
+		t.Errorf("default Replica = %q, want hostname-pid-random", o.Replica)
+	}
+	if other := (RedisOptions{}).withDefaults().Replica; other == o.Replica {
+		t.Errorf("two default Replica ids are both %q, want distinct", o.Replica)
+	}
+}
+
+func TestKeys(t *testing.T) {
+	k := newKeys("dualmap", "chat")
+	tests := []struct{ got, want string }{
+		{k.stream, "{dualmap:chat}:kv"},
+		{k.replicas, "{dualmap:chat}:replicas"},
+		{k.leader, "{dualmap:chat}:kd:leader"},
+		{k.keyDepth, "{dualmap:chat}:kd"},
+		{k.load("r1"), "{dualmap:chat}:load:r1"},
+		{k.lease("10.0.0.1:8000"), "{dualmap:chat}:mig:10.0.0.1:8000"},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("key = %q, want %q", tt.got, tt.want)
+		}
+	}
+}

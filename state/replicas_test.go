@@ -1,0 +1,191 @@
+package state
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/dualmap/dualmap/scheduler"
+)
+
+// startReplicas starts n replicas r0..r(n-1) on one Redis.
+func startReplicas(t *testing.T, addr string, n int) []*replica {
+	t.Helper()
+	rs := make([]*replica, n)
+	for i := range rs {
+		rs[i] = newReplica(t, addr, fmt.Sprintf("r%d", i), nil)
+	}
+	return rs
+}
+
+func TestReplicasAgree(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprintf("%d replicas", n), func(t *testing.T) {
+			addr, _, _ := startRedis(t)
+			rs := startReplicas(t, addr, n)
+
+			t.Run("kv index", func(t *testing.T) {
+				for i, src := range rs {
+					p := testPrompt(uint64(100+i), 12)
+					d := src.route(t, p)
+					for _, dst := range rs {
+						if dst == src {
+							continue
+						}
+						took := eventually(t, time.Second, func() string {
+							got, err := dst.sched.Pick(testRequest(p))
+							if err != nil {
+								return fmt.Sprintf("%s: Pick() error = %v", dst.name, err)
+							}
+							if got.Instance != d.Instance || got.CachedTokens == 0 {
+								return fmt.Sprintf("%s: Pick() = %s with %d cached tokens, want %s with > 0 (routed on %s)", dst.name, got.Instance, got.CachedTokens, d.Instance, src.name)
+							}
+							return ""
+						})
+						t.Logf("%s -> %s: dispatch visible after %v", src.name, dst.name, took.Round(time.Millisecond))
+					}
+				}
+			})
+
+			t.Run("load", func(t *testing.T) {
+				for i, r := range rs {
+					for k := range 3 * (i + 1) {
+						r.route(t, testPrompt(uint64(1000*(i+1)+k), 4))
+					}
+				}
+				local := make([]map[string]scheduler.Load, n)
+				for i, r := range rs {
+					local[i] = map[string]scheduler.Load{}
+					r.sched.LocalLoad(local[i])
+				}
+				for i, r := range rs {
+					want := map[string]scheduler.Load{}
+					for j := range rs {
+						if j == i {
+							continue
+						}
+						for id, l := range local[j] {
+							w := want[id]
+							w.Running += l.Running
+							w.PendingTokens += l.PendingTokens
+							want[id] = w
+						}
+					}
+					eventually(t, time.Second, func() string {
+						got := r.remote()
+						for id, w := range want {
+							if g := got[id]; g.Running != w.Running || g.PendingTokens != w.PendingTokens {
+								return fmt.Sprintf("%s: Instances()[%s].Remote = %+v, want Running %d PendingTokens %d", r.name, id, g, w.Running, w.PendingTokens)
+							}
+						}
+						return ""
+					})
+					if got, want := r.store.Stats().Replicas, n-1; got != want {
+						t.Errorf("%s: Stats().Replicas = %d, want %d", r.name, got, want)
+					}
+				}
+			})
+
+			t.Run("key depth", func(t *testing.T) {
+				leader := leaderOf(t, rs)
+				splits := []uint64{7, 42, 1 << 60}
+				leader.sched.ImportKeyDepth(scheduler.KeyDepthState{Splits: splits})
+				for _, r := range rs {
+					eventually(t, time.Second, func() string {
+						if got := r.sched.KeyDepthState().Splits; !slices.Equal(got, splits) {
+							return fmt.Sprintf("%s: KeyDepthState().Splits = %v, want %v (leader %s)", r.name, got, splits, leader.name)
+						}
+						return ""
+					})
+				}
+				// A follower's own drift is undone by the next import.
+				for _, r := range rs {
+					if r != leader {
+						r.sched.ImportKeyDepth(scheduler.KeyDepthState{Splits: []uint64{1}})
+						eventually(t, time.Second, func() string {
+							if got := r.sched.KeyDepthState().Splits; !slices.Equal(got, splits) {
+								return fmt.Sprintf("%s after drift: KeyDepthState().Splits = %v, want %v", r.name, got, splits)
+							}
+							return ""
+						})
+					}
+				}
+			})
+
+			for _, r := range rs {
+				st := r.store.Stats()
+				t.Logf("%s: %+v", r.name, st)
+				if !st.Up || st.Outages != 0 || st.Errors != 0 {
+					t.Errorf("%s: Stats() Up=%v Outages=%d Errors=%d, want up with no outage or error", r.name, st.Up, st.Outages, st.Errors)
+				}
+			}
+		})
+	}
+}
+
+// TestLeaderFailover: when the key-depth leader dies without cleaning up,
+// another replica takes the lease after it expires and keeps publishing.
+func TestLeaderFailover(t *testing.T) {
+	addr, _, _ := startRedis(t)
+	rs := startReplicas(t, addr, 3)
+	old := leaderOf(t, rs)
+	old.store.skipLeave = true
+	old.stop(t)
+	var rest []*replica
+	for _, r := range rs {
+		if r != old {
+			rest = append(rest, r)
+		}
+	}
+	start := time.Now()
+	leader := leaderOf(t, rest)
+	t.Logf("leader %s died; %s took over after %v", old.name, leader.name, time.Since(start).Round(time.Millisecond))
+	splits := []uint64{99}
+	leader.sched.ImportKeyDepth(scheduler.KeyDepthState{Splits: splits})
+	for _, r := range rest {
+		eventually(t, time.Second, func() string {
+			if got := r.sched.KeyDepthState().Splits; !slices.Equal(got, splits) {
+				return fmt.Sprintf("%s: KeyDepthState().Splits = %v, want %v", r.name, got, splits)
+			}
+			return ""
+		})
+	}
+}
+
+// TestWarmStart: a replica that starts late reads the stream from the
+// beginning, and the backlog does not count as propagation delay.
+func TestWarmStart(t *testing.T) {
+	addr, _, _ := startRedis(t)
+	a := newReplica(t, addr, "a", nil)
+	var ds []scheduler.Decision
+	var ps [][]uint64
+	for i := range 20 {
+		p := testPrompt(uint64(500+i), 6)
+		ps = append(ps, p)
+		ds = append(ds, a.route(t, p))
+	}
+	eventually(t, time.Second, func() string {
+		if st := a.store.Stats(); st.Published != 20 {
+			return fmt.Sprintf("a: Stats().Published = %d, want 20", st.Published)
+		}
+		return ""
+	})
+	time.Sleep(20 * time.Millisecond)
+	b := newReplica(t, addr, "b", nil)
+	eventually(t, time.Second, func() string {
+		if st := b.store.Stats(); st.Applied != 20 {
+			return fmt.Sprintf("b: Stats().Applied = %d, want 20", st.Applied)
+		}
+		return ""
+	})
+	for i, p := range ps {
+		got, err := b.sched.Pick(testRequest(p))
+		if err != nil || got.Instance != ds[i].Instance || got.CachedTokens == 0 {
+			t.Errorf("b: Pick(prompt %d) = %s, %d cached, %v; want %s with > 0 cached", i, got.Instance, got.CachedTokens, err, ds[i].Instance)
+		}
+	}
+	if st := b.store.Stats(); st.PropagationP99 != 0 {
+		t.Errorf("b: Stats().PropagationP99 = %v after reading only backlog, want 0", st.PropagationP99)
+	}
+}
