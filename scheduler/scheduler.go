@@ -151,7 +151,7 @@ type Scheduler struct {
 	stats   Stats
 	est     *estimator // the pool's per-token cost (Cost.PerInstance: each instance has its own)
 	moves   []Move     // rebalancer scratch
-	added   []int  // rebalancer scratch, per member
+	added   []int      // rebalancer scratch, per member
 	reroute []*Request
 	view    view                 // policy input scratch
 	cands   [maxCandidates]int32 // policy input scratch
