@@ -20,12 +20,12 @@ free_port() {
 
 ping() {
 	# PING over bash's /dev/tcp, so redis-cli is not needed.
-	exec 3<>"/dev/tcp/127.0.0.1/$1" 2>/dev/null || return 1
-	printf 'PING\r\n' >&3
-	local line
-	IFS= read -r -t 1 line <&3 || line=""
-	exec 3<&- 3>&-
-	[[ "$line" == "+PONG"* ]]
+	(
+		exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+		printf 'PING\r\n' >&3
+		IFS= read -r -t 1 line <&3 || exit 1
+		[[ "$line" == "+PONG"* ]]
+	) 2>/dev/null
 }
 
 start() {
