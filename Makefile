@@ -4,7 +4,7 @@ BIN     := bin/dualmap
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build build-tokenizers test unit bench lint run demo e2e clean
+.PHONY: all build build-tokenizers test unit bench bench-e2e lint run demo e2e clean
 
 all: build
 
@@ -46,6 +46,10 @@ run:
 # demo: replay the conversation trace through the stack, dualmap vs round robin.
 demo:
 	bash scripts/demo.sh
+
+# bench-e2e: the router's added latency through a real Envoy (a report).
+bench-e2e:
+	DUALMAP_BENCH_E2E=1 DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -v -run TestAddedLatencyReport ./e2e/
 
 # e2e: real Envoy, routers and engines on loopback (installs Envoy if missing).
 e2e:

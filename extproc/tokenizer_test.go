@@ -28,8 +28,14 @@ pools:
     instances: [{address: 10.0.0.1:8000}, {address: 10.0.0.2:8000}, {address: 10.0.0.3:8000}, {address: 10.0.0.4:8000}]
 routing: {debug_headers: true}
 `), false)
+	// A system prompt of about 1,000 tokens: the key (whole 512-token key
+	// blocks) covers it, so both turns share a key.
+	long := func(user string) string {
+		return strings.Replace(chat("llama", user, false), strings.Repeat("You are a helpful assistant. ", 40),
+			strings.Repeat("You are a helpful assistant for travellers in Europe. ", 90), 1)
+	}
 	first := ts.open(t)
-	r1 := ts.post(t, first, "/v1/chat/completions", chat("llama", "What is the capital of France?", false))
+	r1 := ts.post(t, first, "/v1/chat/completions", long("What is the capital of France?"))
 	dest := setHeader(r1.GetRequestBody().GetResponse().GetHeaderMutation(), "x-gateway-destination-endpoint")
 	first.responseHeaders(t, "200")
 	first.close()
@@ -38,7 +44,7 @@ routing: {debug_headers: true}
 	}
 	second := ts.open(t)
 	defer second.close()
-	r2 := ts.post(t, second, "/v1/chat/completions", chat("llama", "What is the capital of France? And of Spain?", false))
+	r2 := ts.post(t, second, "/v1/chat/completions", long("What is the capital of France? And of Spain?"))
 	dest2 := setHeader(r2.GetRequestBody().GetResponse().GetHeaderMutation(), "x-gateway-destination-endpoint")
 	if strings.Split(dest2, ",")[0] != strings.Split(dest, ",")[0] {
 		t.Errorf("second turn to %s, want %s", dest2, dest)

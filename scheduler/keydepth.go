@@ -167,6 +167,12 @@ func (k *keyDepth) depth(blocks []uint64) int {
 		return min(k.cfg.Fixed, L)
 	}
 	d := min(k.cfg.MinDepth, L)
+	if full := len(blocks) / k.stride; full >= 1 && full < d {
+		// A prompt between one and MinDepth key blocks is keyed by its
+		// whole key blocks, not its changing tail, so the next turn of a
+		// conversation keeps the key.
+		d = full
+	}
 	for d < L && d < k.cfg.MaxDepth {
 		if _, ok := k.split[k.at(blocks, d)]; !ok {
 			break

@@ -212,9 +212,13 @@ func TestKeyDepthKeyBlocks(t *testing.T) {
 	if k.key(a, 2) == k.key(b, 2) {
 		t.Error("prompts differing at token 992 share a 1,024-token key")
 	}
-	short := prompt(1, 3, 62, 40) // 640 tokens: two key blocks, the last partial
-	if d := k.depth(short); d != 2 || k.key(short, 2) != short[39] {
-		t.Errorf("short prompt: depth %d key %x, want 2 and its last block", d, k.key(short, 2))
+	short := prompt(1, 3, 62, 40) // 640 tokens: one whole key block and a partial one
+	if d := k.depth(short); d != 1 || k.key(short, 1) != short[31] {
+		t.Errorf("short prompt: depth %d key %x, want 1 whole key block (block 31)", d, k.key(short, 1))
+	}
+	tiny := prompt(1, 6, 10, 20) // 320 tokens: no whole key block, keyed by all of it
+	if d := k.depth(tiny); d != 1 || k.key(tiny, 1) != tiny[19] {
+		t.Errorf("tiny prompt: depth %d, want 1 (the whole prompt)", d)
 	}
 	same := prompt(1, 4, 64, 100) // shares all of the first 64 blocks with c below
 	c := prompt(1, 5, 64, 100)

@@ -20,7 +20,8 @@ type health struct {
 
 	mu        sync.Mutex
 	up        bool
-	down      bool // an outage is in progress (false before the first result)
+	okAt      time.Time // when the last success was recorded
+	down      bool      // an outage is in progress (false before the first result)
 	downSince time.Time
 	outages   uint64
 	epoch     uint64 // recoveries so far: readers rewind when it changes
@@ -31,6 +32,7 @@ func (h *health) ok() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.up = true
+	h.okAt = time.Now()
 	if !h.down {
 		return
 	}
@@ -40,27 +42,28 @@ func (h *health) ok() {
 	h.epoch++
 }
 
-// failed records a failed operation op. Errors Redis answered with (wrong
-// type, no permission, ...) are counted and logged at Debug but say
-// nothing about reachability; any other error starts an outage. It returns
-// true when err means Redis is unreachable.
-func (h *health) failed(op string, err error) bool {
+// failed records that operation op, begun at began, failed with err.
+// Errors Redis answered with (wrong type, no permission, ...) are counted
+// and logged at Debug but say nothing about reachability. Any other error
+// starts an outage, unless another operation succeeded after this one began
+// (a dial that raced a restart says nothing about now); the next failure
+// will tell.
+func (h *health) failed(op string, began time.Time, err error) {
 	h.st.errors.Add(1)
 	if !unreachable(err) {
 		h.log.Debug("state: redis error", "op", op, "err", err)
-		return false
+		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.up = false
-	if h.down {
-		return true
+	if h.down || h.up && began.Before(h.okAt) {
+		return
 	}
+	h.up = false
 	h.log.Warn("state: redis unreachable; routing on the local view until it returns", "op", op, "err", err)
 	h.down = true
 	h.downSince = time.Now()
 	h.outages++
-	return true
 }
 
 // unreachable reports whether err is a connection failure rather than an

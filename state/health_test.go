@@ -52,13 +52,15 @@ func TestHealthLogsOncePerOutage(t *testing.T) {
 	down := errors.New("connection refused")
 	h.ok()
 	for range 5 {
-		h.failed("read", down)
+		h.failed("read", time.Now(), down)
 	}
+	began := time.Now()
 	h.ok()
+	h.failed("read", began, down) // begun before the recovery: no new outage
 	h.ok()
-	h.failed("read", redisErr("WRONGTYPE Operation against a key holding the wrong kind of value"))
+	h.failed("read", time.Now(), redisErr("WRONGTYPE Operation against a key holding the wrong kind of value"))
 	for range 3 {
-		h.failed("publish", down)
+		h.failed("publish", time.Now(), down)
 	}
 	h.ok()
 	log := buf.String()
@@ -67,8 +69,8 @@ func TestHealthLogsOncePerOutage(t *testing.T) {
 	}
 	var s Stats
 	h.fill(&s)
-	if !s.Up || s.Outages != 2 || !s.DownSince.IsZero() || h.currentEpoch() != 2 || st.errors.Load() != 9 {
-		t.Errorf("after two outages: Up=%v Outages=%d DownSince=%v epoch=%d errors=%d; want true, 2, zero, 2, 9", s.Up, s.Outages, s.DownSince, h.currentEpoch(), st.errors.Load())
+	if !s.Up || s.Outages != 2 || !s.DownSince.IsZero() || h.currentEpoch() != 2 || st.errors.Load() != 10 {
+		t.Errorf("after two outages: Up=%v Outages=%d DownSince=%v epoch=%d errors=%d; want true, 2, zero, 2, 10", s.Up, s.Outages, s.DownSince, h.currentEpoch(), st.errors.Load())
 	}
 }
 

@@ -25,6 +25,7 @@ type beat struct {
 	lastData      time.Time // last time the others' loads were read
 	cleared       bool      // remote loads were zeroed for lack of data
 	kdVersion     int64     // key-depth version last published or imported
+	wasLeader     bool      // held the key-depth lease at the last heartbeat
 }
 
 // heartbeatLoop runs a heartbeat at once and then every Heartbeat until ctx
@@ -43,7 +44,7 @@ func (s *RedisStore) heartbeatLoop(ctx context.Context, a Applier) {
 		retryAt time.Time
 	)
 	for {
-		if now := time.Now(); !now.Before(retryAt) {
+		if began := time.Now(); !began.Before(retryAt) {
 			err := s.heartbeat(ctx, a, b)
 			switch {
 			case err == nil:
@@ -53,8 +54,9 @@ func (s *RedisStore) heartbeatLoop(ctx context.Context, a Applier) {
 				return
 			default:
 				s.st.leader.Store(false) // cannot renew: assume the lease lost
-				s.health.failed("heartbeat", err)
-				retryAt = now.Add(bo.fail())
+				b.wasLeader = false
+				s.health.failed("heartbeat", began, err)
+				retryAt = began.Add(bo.fail())
 			}
 		}
 		if !b.cleared && time.Since(b.lastData) > 3*s.opt.Heartbeat {
@@ -112,6 +114,13 @@ func (s *RedisStore) heartbeat(ctx context.Context, a Applier, b *beat) error {
 		}
 	}
 
+	// A new leader starts from the pool's table, not its own (it may have
+	// just started); from then on its own table is the pool's.
+	if leader && !b.wasLeader && published != nil && published.Leader != me {
+		a.ImportKeyDepth(scheduler.KeyDepthState{Splits: published.Splits})
+		b.kdVersion = published.Version
+	}
+	b.wasLeader = leader
 	// The key-depth update the leader owes, if any.
 	cur := a.KeyDepthState()
 	var update []byte

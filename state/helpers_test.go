@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,14 +47,14 @@ type replica struct {
 	done   chan error
 }
 
-// quietLogger drops Info and below, so tests show only real trouble.
+// quietLogger discards the stores' logs (the tests kill Redis on
+// purpose), unless DUALMAP_STATE_LOG=1 sends them to stderr at Debug.
 func quietLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{}, &slog.HandlerOptions{Level: slog.LevelError}))
+	if os.Getenv("DUALMAP_STATE_LOG") == "1" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
 }
-
-type testWriter struct{}
-
-func (testWriter) Write(p []byte) (int, error) { return len(p), nil }
 
 // newReplica starts a replica named name on the Redis at addr. mod, if not
 // nil, adjusts the options; hooks are added to the client before Run.

@@ -13,11 +13,12 @@ func (s *RedisStore) TryLease(ctx context.Context, instance string, ttl time.Dur
 	if err := checkLease(instance, ttl); err != nil {
 		return false, err
 	}
+	began := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, LeaseTimeout)
 	defer cancel()
 	n, err := s.rdb.Eval(ctx, leaseScript, []string{s.keys.lease(instance)}, s.opt.Replica, ttl.Milliseconds()).Int()
 	if err != nil {
-		s.health.failed("lease", err)
+		s.health.failed("lease", began, err)
 		return false, fmt.Errorf("%w: lease on %q: %w", ErrUnavailable, instance, err)
 	}
 	return n == 1, nil

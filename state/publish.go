@@ -30,6 +30,7 @@ func (s *RedisStore) publishLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		began := time.Now()
 		sent, err := s.flush(ctx)
 		if err == nil {
 			if sent {
@@ -41,7 +42,7 @@ func (s *RedisStore) publishLoop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		s.health.failed("publish", err)
+		s.health.failed("publish", began, err)
 		if !sleep(ctx, bo.fail()) {
 			return
 		}

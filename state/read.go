@@ -31,11 +31,14 @@ func (s *RedisStore) readLoop(ctx context.Context, a Applier) {
 		if e := s.health.currentEpoch(); e != epoch {
 			epoch, last, startAt = e, "0", time.Now()
 		}
-		res, err := s.rdb.XRead(ctx, &redis.XReadArgs{
+		began := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, readBlock+opTimeout)
+		res, err := s.rdb.XRead(rctx, &redis.XReadArgs{
 			Streams: []string{s.keys.stream, last},
 			Count:   readCount,
 			Block:   readBlock,
 		}).Result()
+		cancel()
 		switch {
 		case errors.Is(err, redis.Nil): // nothing new within readBlock
 			s.health.ok()
@@ -45,7 +48,7 @@ func (s *RedisStore) readLoop(ctx context.Context, a Applier) {
 			if ctx.Err() != nil {
 				return
 			}
-			s.health.failed("read", err)
+			s.health.failed("read", began, err)
 			if !sleep(ctx, bo.fail()) {
 				return
 			}

@@ -58,8 +58,11 @@ func NewRedis(opt RedisOptions) (*RedisStore, error) {
 			TLSConfig:  opt.TLS,
 			ClientName: "dualmap-" + opt.Replica,
 			// The loops retry on their own schedule, and every call
-			// carries a deadline that must hold.
-			MaxRetries:            -1,
+			// carries a deadline that must hold. One quick retry
+			// replaces a pooled connection that died with a restart.
+			MaxRetries:            1,
+			MinRetryBackoff:       5 * time.Millisecond,
+			MaxRetryBackoff:       50 * time.Millisecond,
 			DialerRetries:         1,
 			DialTimeout:           opTimeout,
 			ReadTimeout:           opTimeout,

@@ -189,3 +189,38 @@ func TestWarmStart(t *testing.T) {
 		t.Errorf("b: Stats().PropagationP99 = %v after reading only backlog, want 0", st.PropagationP99)
 	}
 }
+
+// TestNewLeaderAdoptsTable: a replica that starts after the leader died
+// takes the lease and carries on with the pool's table, not its own empty
+// one.
+func TestNewLeaderAdoptsTable(t *testing.T) {
+	addr, _, _ := startRedis(t)
+	a := newReplica(t, addr, "a", nil)
+	splits := []uint64{11, 12}
+	a.sched.ImportKeyDepth(scheduler.KeyDepthState{Splits: splits})
+	eventually(t, time.Second, func() string {
+		raw, err := a.store.rdb.Get(t.Context(), a.store.keys.keyDepth).Result()
+		if err != nil {
+			return fmt.Sprintf("GET %s: %v", a.store.keys.keyDepth, err)
+		}
+		kd, err := decodeKeyDepth(raw)
+		if err != nil || kd.Leader != "a" || !slices.Equal(kd.Splits, splits) {
+			return fmt.Sprintf("published key depth = %v, %v; want a's %v", kd, err, splits)
+		}
+		return ""
+	})
+	a.store.skipLeave = true
+	a.stop(t)
+	time.Sleep(3*DefaultHeartbeat + 50*time.Millisecond) // the lease expires
+	b := newReplica(t, addr, "b", nil)
+	leaderOf(t, []*replica{b})
+	c := newReplica(t, addr, "c", nil)
+	for _, r := range []*replica{b, c} {
+		eventually(t, time.Second, func() string {
+			if got := r.sched.KeyDepthState().Splits; !slices.Equal(got, splits) {
+				return fmt.Sprintf("%s: KeyDepthState().Splits = %v, want %v", r.name, got, splits)
+			}
+			return ""
+		})
+	}
+}
