@@ -38,7 +38,11 @@
 // after every outage, a reader reads the stream from the beginning: the
 // stream is the snapshot a new replica warms up from. Propagation delay is
 // the reader's wall clock minus unix_nanos, so it includes the flush wait
-// and any clock skew between hosts.
+// and any clock skew between hosts. Size StreamMaxLen with care: an entry
+// is a whole batch, so Redis holds about StreamMaxLen times the average
+// batch (one flush of one replica: 100 dispatches of 16 blocks make 13 KB,
+// so 200000 such entries take 2.6 GB), and a starting replica replays all
+// of it. About as much history as an instance's KV cache holds is enough.
 //
 // Load. Every Heartbeat a replica runs one pipeline: a Lua script that
 // replaces its load hash (LocalLoad; each value four uvarints: queued,
@@ -59,7 +63,10 @@
 // KeyDepthState to T:kd with an increasing version whenever it differs from
 // what is there; followers import it each heartbeat when the version
 // changed or their own table drifted from it. When the leader dies its
-// lease expires and the next replica to try takes it over.
+// lease expires and the next replica to heartbeat takes it over, first
+// adopting the published table (it may have just started, with an empty
+// one) and then publishing its own as it evolves. A leader that cannot
+// reach Redis stops considering itself leader.
 //
 // Migration leases. TryLease runs the same acquire-or-renew script on
 // T:mig:<instance>: true for the replica that holds the lease (a holder
@@ -82,6 +89,9 @@
 // (pools changing) are skipped and counted. Redis errors other than
 // connection failures (wrong type, ACL, OOM) are counted and logged at
 // Debug but do not mark Redis down.
+//
+// go-redis logs every failed dial through its own process-wide logger; see
+// RedisLogger to route those lines to slog at Debug.
 //
 // Requirements on Redis: version 5 or later (streams), EVAL allowed for
 // the user, and clocks of the replica hosts within a few milliseconds of

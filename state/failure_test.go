@@ -19,8 +19,8 @@ func TestReplicaLeaves(t *testing.T) {
 		killed bool
 		within time.Duration
 	}{
-		{"clean stop", false, hb + 200*time.Millisecond},
-		{"killed", true, 3*hb + hb + 200*time.Millisecond}, // expiry, one heartbeat to notice, slack
+		{"clean stop", false, hb + 500*time.Millisecond},
+		{"killed", true, 3*hb + hb + 500*time.Millisecond}, // expiry, one heartbeat to notice, slack
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
