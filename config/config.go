@@ -124,7 +124,32 @@ type Health struct {
 
 // State selects where shared state lives.
 type State struct {
-	Backend string `yaml:"backend"` // "memory" (default); "redis" is a later feature
+	// Backend is "memory" (default: one replica, nothing shared) or
+	// "redis" (several replicas share cache index, load and key depth).
+	Backend string `yaml:"backend"`
+	Redis   Redis  `yaml:"redis"`
+}
+
+// Redis is the connection to the shared state. Only hashes and numbers are
+// stored, never prompt text.
+type Redis struct {
+	// Addrs: one address, several for a Cluster, or the Sentinels when
+	// MasterName is set.
+	Addrs      []string `yaml:"addrs"`
+	MasterName string   `yaml:"master_name"`
+	Username   string   `yaml:"username"`
+	// Password is read from the environment variable PasswordEnv (default
+	// DUALMAP_REDIS_PASSWORD) or the file PasswordFile; never from this file.
+	PasswordEnv  string `yaml:"password_env"`
+	PasswordFile string `yaml:"password_file"`
+	DB           int    `yaml:"db"`
+	TLS          bool   `yaml:"tls"`
+	// KeyPrefix starts every key (default "dualmap"); each pool's keys
+	// share the hash tag {prefix:pool}.
+	KeyPrefix string `yaml:"key_prefix"`
+	// Heartbeat is the load exchange period (default 100ms); same on every
+	// replica. A replica silent for 3 heartbeats is ignored.
+	Heartbeat time.Duration `yaml:"heartbeat"`
 }
 
 // Log configures logging.

@@ -56,6 +56,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"mode", minimal + "routing: {mode: magic}\n", "routing.mode"},
 		{"header", minimal + "routing: {header: 'X-Upper'}\n", "routing.header"},
 		{"backend", minimal + "state: {backend: etcd}\n", "state.backend"},
+		{"redis without addrs", minimal + "state: {backend: redis}\n", "state.redis.addrs"},
 		{"dns port", "pools:\n  - dns: {name: vllm.svc, port: 0}\n", "pools[0].dns.port"},
 		{"missing tokenizer", "pools:\n  - instances: [{address: 10.0.0.1:80}]\n    tokenizer: /nonexistent/tok.json\n", "pools[0].tokenizer"},
 		{"log level", minimal + "log: {level: loud}\n", "log.level"},

@@ -98,6 +98,15 @@ func (c Config) WithDefaults() Config {
 	if c.State.Backend == "" {
 		c.State.Backend = "memory"
 	}
+	if c.State.Redis.PasswordEnv == "" {
+		c.State.Redis.PasswordEnv = "DUALMAP_REDIS_PASSWORD"
+	}
+	if c.State.Redis.KeyPrefix == "" {
+		c.State.Redis.KeyPrefix = "dualmap"
+	}
+	if c.State.Redis.Heartbeat == 0 {
+		c.State.Redis.Heartbeat = 100 * time.Millisecond
+	}
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}

@@ -179,8 +179,12 @@ func (c Config) Validate() error {
 		return invalid("health.path", "must start with /, got %q", c.Health.Path)
 	case c.Health.Interval <= 0 || c.Health.Timeout <= 0 || c.Health.Backoff <= 0 || c.Health.MaxBackoff < c.Health.Backoff:
 		return invalid("health", "interval, timeout and backoff must be > 0 and max_backoff >= backoff")
-	case c.State.Backend != "memory":
-		return invalid("state.backend", "%q is not supported yet (memory)", c.State.Backend)
+	case c.State.Backend != "memory" && c.State.Backend != "redis":
+		return invalid("state.backend", "%q is not memory or redis", c.State.Backend)
+	case c.State.Backend == "redis" && len(c.State.Redis.Addrs) == 0:
+		return invalid("state.redis.addrs", "at least one address is required with backend redis")
+	case c.State.Redis.Heartbeat < 10*time.Millisecond:
+		return invalid("state.redis.heartbeat", "must be >= 10ms, got %v", c.State.Redis.Heartbeat)
 	case !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level):
 		return invalid("log.level", "%q is not debug, info, warn or error", c.Log.Level)
 	case c.Log.Format != "text" && c.Log.Format != "json":
@@ -205,6 +209,23 @@ func (c Config) SchedulerConfig(p Pool) scheduler.Config {
 		Cost:        scheduler.CostConfig{PerToken: p.PerTokenSeconds},
 		Queue:       scheduler.QueueConfig{Budget: budget, MaxWait: c.Limits.MaxQueueWait},
 	}
+}
+
+// RedisPassword returns the Redis password from the environment variable
+// or file the configuration names ("" when neither is set).
+func (c Config) RedisPassword(env func(string) string) (string, error) {
+	r := c.State.Redis
+	if r.PasswordFile != "" {
+		b, err := os.ReadFile(r.PasswordFile)
+		if err != nil {
+			return "", fmt.Errorf("config: state.redis.password_file: %w", err)
+		}
+		return strings.TrimRight(string(b), "\r\n"), nil
+	}
+	if env != nil {
+		return env(r.PasswordEnv), nil
+	}
+	return "", nil
 }
 
 // SLOFor resolves an SLO header value: a class name or a Go duration

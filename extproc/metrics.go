@@ -19,6 +19,8 @@ type metrics struct {
 	decide      prometheus.Histogram
 	firstByte   *prometheus.HistogramVec // pool
 	upstreamErr *prometheus.CounterVec   // pool, instance
+	stateUp     *prometheus.GaugeVec     // pool
+	stateDelay  *prometheus.GaugeVec     // pool
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -64,9 +66,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "dualmap_upstream_errors_total", Help: "5xx responses and connection failures per instance.",
 		}, []string{"pool", "instance"}),
 	}
+	m.stateUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dualmap_state_up", Help: "1 while the shared state (Redis) is reachable; always 1 with in-memory state.",
+	}, []string{"pool"})
+	m.stateDelay = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dualmap_state_propagation_p99_seconds", Help: "p99 delay between another replica's dispatch and its arrival here.",
+	}, []string{"pool"})
 	if reg != nil {
 		reg.MustRegister(m.decisions, m.errors, m.queueWait, m.queueDepth, m.pending, m.healthy,
-			m.promptTok, m.cachedTok, m.tokenize, m.decide, m.firstByte, m.upstreamErr)
+			m.promptTok, m.cachedTok, m.tokenize, m.decide, m.firstByte, m.upstreamErr, m.stateUp, m.stateDelay)
 	}
 	return m
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dualmap/dualmap/config"
 	"github.com/dualmap/dualmap/scheduler"
+	"github.com/dualmap/dualmap/state"
 	"github.com/dualmap/dualmap/tokenize"
 )
 
@@ -22,6 +23,10 @@ type router interface {
 	SetInstances(list []scheduler.Instance, out *scheduler.Outcome) error
 	Instances() []scheduler.InstanceState
 	QueueLen() int
+	Plan() []scheduler.Move
+	Apply(moves []scheduler.Move, out *scheduler.Outcome) int
+	Rebalances() bool
+	state.Applier
 }
 
 var _ router = (*scheduler.Scheduler)(nil)
@@ -33,6 +38,8 @@ type pool struct {
 	sched    router
 	prompter *tokenize.Prompter
 	encoder  tokenize.Encoder
+	store    state.Store // shared with the other replicas (memory: nothing shared)
+	shared   bool        // store is Redis: rebalancing takes leases
 
 	mu     sync.Mutex // guards static, dns, health
 	static []config.Instance
@@ -47,7 +54,7 @@ type healthState struct {
 	backoff   time.Duration
 }
 
-func newPool(c config.Config, p config.Pool, now func() time.Time) (*pool, error) {
+func newPool(c config.Config, p config.Pool, now func() time.Time, store state.Store) (*pool, error) {
 	enc, err := tokenize.Open(p.Tokenizer)
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
@@ -59,6 +66,8 @@ func newPool(c config.Config, p config.Pool, now func() time.Time) (*pool, error
 	}
 	sc := c.SchedulerConfig(p)
 	sc.Now = now
+	shared := c.State.Backend == "redis"
+	sc.Rebalance.External = shared
 	sched, err := scheduler.New(sc, instances(p.Instances, nil))
 	if err != nil {
 		enc.Close()
@@ -66,6 +75,7 @@ func newPool(c config.Config, p config.Pool, now func() time.Time) (*pool, error
 	}
 	return &pool{
 		name: p.Name, policy: p.Policy.Name, sched: sched, prompter: pr, encoder: enc,
+		store: store, shared: shared,
 		static: p.Instances, health: map[string]*healthState{},
 	}, nil
 }

@@ -32,6 +32,10 @@ type Options struct {
 	// TickInterval is how often the schedulers' periodic work runs
 	// (default 100ms).
 	TickInterval time.Duration
+	// Getenv reads secrets named by the configuration (default os.Getenv).
+	Getenv func(string) string
+	// Replica names this replica in shared state (default: host-pid-random).
+	Replica string
 }
 
 // Server is the ext_proc service. Create it with New, register it on a
@@ -71,7 +75,12 @@ func New(cfg config.Config, opt Options) (*Server, error) {
 	}
 	s.m = newMetrics(opt.Registry)
 	for _, pc := range cfg.Pools {
-		p, err := newPool(cfg, pc, s.now)
+		store, err := newStore(cfg, pc.Name, opt, s.log)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("extproc: pool %s: %w", pc.Name, err)
+		}
+		p, err := newPool(cfg, pc, s.now, store)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("extproc: %w", err)
@@ -91,10 +100,14 @@ func New(cfg config.Config, opt Options) (*Server, error) {
 // Register adds the ext_proc service to g.
 func (s *Server) Register(g *grpc.Server) { extprocv3.RegisterExternalProcessorServer(g, s) }
 
-// Close releases the tokenizers.
+// Close releases the tokenizers and the shared-state connections. Call it
+// after Run has returned.
 func (s *Server) Close() {
 	for _, p := range s.pools {
 		p.encoder.Close()
+		if c, ok := p.store.(interface{ Close() error }); ok {
+			c.Close()
+		}
 	}
 }
 
@@ -129,6 +142,13 @@ func (s *Server) Run(ctx context.Context) {
 	for i, pc := range s.cfg.Pools {
 		p := s.pools[i]
 		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.store.Run(ctx, p.sched); err != nil {
+				s.log.Error("shared state stopped", "pool", p.name, "error", err)
+			}
+		}()
+		wg.Add(1)
 		go func() { defer wg.Done(); s.healthLoop(ctx, p) }()
 		if pc.DNS != nil {
 			wg.Add(1)
@@ -150,10 +170,44 @@ func (s *Server) ticker(ctx context.Context) {
 		}
 		for _, p := range s.pools {
 			s.background(func(out *scheduler.Outcome) { p.sched.Tick(out) })
+			if p.shared && p.sched.Rebalances() {
+				s.rebalance(ctx, p)
+			}
 		}
 		if gauges++; gauges%10 == 0 {
 			s.updateGauges()
 		}
+	}
+}
+
+// rebalance runs one coordinated rebalancing round: moves are planned
+// locally and applied only from source instances whose lease this replica
+// holds, so the replicas do not all shed the same hotspot at once.
+func (s *Server) rebalance(ctx context.Context, p *pool) {
+	moves := p.sched.Plan()
+	if len(moves) == 0 {
+		return
+	}
+	held := map[string]bool{}
+	kept := moves[:0]
+	for _, m := range moves {
+		ok, seen := held[m.From]
+		if !seen {
+			lctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			var err error
+			ok, err = p.store.TryLease(lctx, m.From, 2*s.tick)
+			cancel()
+			if err != nil {
+				ok = false
+			}
+			held[m.From] = ok
+		}
+		if ok {
+			kept = append(kept, m)
+		}
+	}
+	if len(kept) > 0 {
+		s.background(func(out *scheduler.Outcome) { p.sched.Apply(kept, out) })
 	}
 }
 
@@ -183,6 +237,13 @@ func deliver(out *scheduler.Outcome) {
 
 func (s *Server) updateGauges() {
 	for _, p := range s.pools {
+		st := p.store.Stats()
+		up := 0.0
+		if st.Up {
+			up = 1
+		}
+		s.m.stateUp.WithLabelValues(p.name).Set(up)
+		s.m.stateDelay.WithLabelValues(p.name).Set(st.PropagationP99.Seconds())
 		s.m.queueDepth.WithLabelValues(p.name).Set(float64(p.sched.QueueLen()))
 		for _, st := range p.sched.Instances() {
 			s.m.pending.WithLabelValues(p.name, st.ID).Set(float64(st.QueuedTokens + st.PendingTokens))

@@ -186,6 +186,7 @@ func (st *stream) onRequestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResp
 	}
 	st.dec = dec
 	st.dispatched = time.Now()
+	p.store.Dispatched(dec.Instance, r.Blocks) // for the other replicas' cache index
 	st.s.m.decisions.WithLabelValues(p.name, p.policy, dec.Reason.String()).Inc()
 	st.s.m.promptTok.WithLabelValues(p.name).Add(float64(r.Tokens))
 	st.s.m.cachedTok.WithLabelValues(p.name).Add(float64(dec.CachedTokens))

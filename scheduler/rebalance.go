@@ -41,6 +41,10 @@ type RebalanceConfig struct {
 	// Neighbor allows the next member (in ring-member order) as a target
 	// when no candidate accepts a request.
 	Neighbor bool
+	// External leaves rebalancing to the caller: Tick does not run it, the
+	// caller runs Plan and Apply (several replicas agree on the moves in
+	// between, e.g. through leases on the source instances).
+	External bool
 }
 
 func (c RebalanceConfig) withDefaults() RebalanceConfig {

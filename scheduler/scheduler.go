@@ -429,7 +429,7 @@ func (s *Scheduler) Tick(out *Outcome) {
 	if s.cfg.Queue.MaxWait > 0 {
 		s.expire(now, out)
 	}
-	if s.rebalances {
+	if s.rebalances && !s.cfg.Rebalance.External {
 		s.apply(s.plan(now), now, out)
 	}
 	for _, in := range s.members {
@@ -444,6 +444,10 @@ func (s *Scheduler) drainIfMember(in *instance, now time.Duration, out *Outcome)
 		s.drain(in, now, out)
 	}
 }
+
+// Rebalances reports whether the policy migrates queued requests (callers
+// running the rebalancer themselves check it).
+func (s *Scheduler) Rebalances() bool { return s.rebalances }
 
 // Stats returns the cumulative counters.
 func (s *Scheduler) Stats() Stats {

@@ -20,8 +20,11 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dualmap/dualmap/config"
 	"github.com/dualmap/dualmap/extproc"
+	"github.com/dualmap/dualmap/state"
 )
 
 func runServe(args []string, stdout, stderr io.Writer) error {
@@ -43,6 +46,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(cfg.Log, stderr)
+	// go-redis logs every failed dial; route those to debug, the state
+	// package reports outages once.
+	redis.SetLogger(state.RedisLogger{Logger: log})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return serve(ctx, cfg, *path, *grace, log, nil)

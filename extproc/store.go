@@ -1,0 +1,40 @@
+package extproc
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/dualmap/dualmap/config"
+	"github.com/dualmap/dualmap/state"
+)
+
+// newStore returns the shared state of one pool: in memory (nothing shared)
+// or Redis.
+func newStore(c config.Config, pool string, opt Options, log *slog.Logger) (state.Store, error) {
+	if c.State.Backend != "redis" {
+		return state.NewMemory(), nil
+	}
+	getenv := opt.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	pw, err := c.RedisPassword(getenv)
+	if err != nil {
+		return nil, err
+	}
+	r := c.State.Redis
+	ro := state.RedisOptions{
+		Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username, Password: pw, DB: r.DB,
+		Prefix: r.KeyPrefix, Pool: pool, Replica: opt.Replica, Heartbeat: r.Heartbeat, Logger: log,
+	}
+	if r.TLS {
+		ro.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	st, err := state.NewRedis(ro)
+	if err != nil {
+		return nil, fmt.Errorf("redis state: %w", err)
+	}
+	return st, nil
+}
