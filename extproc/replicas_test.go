@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -8,10 +9,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dualmap/dualmap/scheduler"
 )
 
 // redisServer runs a real redis-server on a free loopback port.
 func redisServer(t *testing.T) string {
+	addr, _, _ := redisServerCtl(t)
+	return addr
+}
+
+// redisServerCtl also returns functions that kill (SIGKILL) and restart it
+// on the same port.
+func redisServerCtl(t *testing.T) (string, func(), func()) {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -26,21 +36,71 @@ func redisServer(t *testing.T) string {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	for i := 0; i < 100; i++ {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return addr
+	var cmd *exec.Cmd
+	launch := func() {
+		cmd = exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		for i := 0; i < 100; i++ {
+			if c, err := net.Dial("tcp", addr); err == nil {
+				c.Close()
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatal("redis-server did not start")
 	}
-	t.Fatal("redis-server did not start")
-	return ""
+	kill := func() {
+		if cmd != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			cmd = nil
+		}
+	}
+	launch()
+	t.Cleanup(kill)
+	return addr, kill, launch
+}
+
+// Redis killed and restarted while replicas route: no request fails, and
+// agreement comes back after the restart.
+func TestRedisRestartMidRun(t *testing.T) {
+	addr, kill, restart := redisServerCtl(t)
+	var b strings.Builder
+	b.WriteString("pools:\n  - instances:\n")
+	for i := 0; i < 4; i++ {
+		fmt.Fprintf(&b, "      - address: %q\n", healthyInstance(t))
+	}
+	fmt.Fprintf(&b, "state:\n  backend: redis\n  redis: {addrs: [%q], heartbeat: 50ms}\n", addr)
+	a := start(t, parseConfig(t, b.String()), true)
+	bb := start(t, parseConfig(t, b.String()), true)
+	send := func(ts *testServer, user string) string {
+		c := ts.open(t)
+		defer c.close()
+		r := ts.post(t, c, "/v1/chat/completions", chat("m", user, false))
+		dest := setHeader(r.GetRequestBody().GetResponse().GetHeaderMutation(), "x-gateway-destination-endpoint")
+		if dest == "" {
+			t.Fatalf("request %q failed while Redis was down: %v", user, r)
+		}
+		c.responseHeaders(t, "200")
+		return strings.Split(dest, ",")[0]
+	}
+	send(a, "warm up")
+	kill()
+	for i := 0; i < 40; i++ { // every request still gets a decision
+		send(a, fmt.Sprintf("during outage %d", i))
+		send(bb, fmt.Sprintf("during outage b %d", i))
+	}
+	restart()
+	// After the restart, a dispatch on a reaches b's cache index again.
+	probe := strings.Repeat("after the restart ", 200)
+	first := send(a, probe)
+	waitFor(t, "b learns a's dispatch after the Redis restart", func() bool {
+		d, err := bb.srv.pools[0].sched.(*scheduler.Scheduler).Pick(probeRequest(t, bb, probe))
+		return err == nil && d.Instance == first && d.CachedTokens > 0
+	})
 }
 
 // Three router replicas sharing Redis: a prefix routed by one is found
@@ -103,4 +163,15 @@ func TestReplicasShareStateThroughRedis(t *testing.T) {
 		}
 	}
 	c.close()
+}
+
+// probeRequest tokenizes a chat the way the body phase does.
+func probeRequest(t *testing.T, ts *testServer, user string) *scheduler.Request {
+	st := newStream(ts.srv, context.Background())
+	st.method, st.path, st.contentType, st.body = "POST", "/v1/chat/completions", "application/json", []byte(chat("m", user, false))
+	r, err := st.prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
