@@ -12,6 +12,8 @@ import (
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/dualmap/dualmap/config"
 )
 
 // benchChat is a chat of n messages whose total size is about size bytes.
@@ -78,12 +80,28 @@ func BenchmarkPreparePick(b *testing.B) {
 
 // BenchmarkGRPC drives the ext_proc server over loopback gRPC like Envoy
 // does (request headers, 2 KB chat body, response headers, end of stream),
-// from 64 concurrent streams, and reports requests/s and p50/p99 of the
-// router's added latency (headers sent to body answer received).
+// from 1 and 64 concurrent streams, with in-memory and Redis state, and
+// reports requests/s and p50/p99 of the router's added latency (headers
+// sent to body answer received).
 func BenchmarkGRPC(b *testing.B) {
-	ts := start(b, parseConfig(b, fourInstances), false)
+	for _, workers := range []int{1, 64} {
+		b.Run(fmt.Sprintf("memory/streams=%d", workers), func(b *testing.B) { benchGRPC(b, parseConfig(b, fourInstances), workers) })
+		b.Run(fmt.Sprintf("redis/streams=%d", workers), func(b *testing.B) {
+			addr := redisServer(b)
+			cfg := parseConfig(b, fourInstances+fmt.Sprintf("state:\n  backend: redis\n  redis: {addrs: [%q]}\n", addr))
+			benchGRPC(b, cfg, workers)
+		})
+	}
+}
+
+func benchGRPC(b *testing.B, cfg config.Config, workers int) {
+	ts := start(b, cfg, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, p := range ts.srv.pools { // shared state running, without health checks
+		go p.store.Run(ctx, p.sched)
+	}
 	body := benchChat(4, 2<<10, "hello")
-	const workers = 64
 	var mu sync.Mutex
 	var lat []time.Duration
 	var wg sync.WaitGroup

@@ -14,14 +14,14 @@ import (
 )
 
 // redisServer runs a real redis-server on a free loopback port.
-func redisServer(t *testing.T) string {
+func redisServer(t testing.TB) string {
 	addr, _, _ := redisServerCtl(t)
 	return addr
 }
 
 // redisServerCtl also returns functions that kill (SIGKILL) and restart it
 // on the same port.
-func redisServerCtl(t *testing.T) (string, func(), func()) {
+func redisServerCtl(t testing.TB) (string, func(), func()) {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
