@@ -175,6 +175,7 @@ type stackOptions struct {
 	timeScale        float64
 	extraConfig      string // appended to the router config
 	maxBodyBytes     int
+	redis            string // Redis address: the routers share state through it
 }
 
 func startStack(t testing.TB, o stackOptions) *stack {
@@ -212,6 +213,9 @@ func startStack(t testing.TB, o stackOptions) *stack {
 	fmt.Fprintf(&cfg, "routing: {debug_headers: true}\nhealth: {interval: 200ms, timeout: 500ms, backoff: 1s}\n")
 	if o.maxBodyBytes > 0 {
 		fmt.Fprintf(&cfg, "limits: {max_body_bytes: %d}\n", o.maxBodyBytes)
+	}
+	if o.redis != "" {
+		fmt.Fprintf(&cfg, "state:\n  backend: redis\n  redis: {addrs: [%q]}\n", o.redis)
 	}
 	cfg.WriteString(o.extraConfig)
 	var routerPorts []int
@@ -296,6 +300,42 @@ func (s *stack) stop() {
 	for _, e := range s.engines {
 		e.kill(syscall.SIGTERM)
 		<-e.done
+	}
+}
+
+// redisProc is a real redis-server on a free port that tests can kill and
+// restart on the same port.
+type redisProc struct {
+	t    testing.TB
+	dir  string
+	addr string
+	port int
+	p    *proc
+}
+
+func startRedis(t testing.TB, dir string) *redisProc {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatalf("redis-server not found (apt-get install -y redis-server): %v", err)
+	}
+	r := &redisProc{t: t, dir: dir, port: freePort(t)}
+	r.addr = fmt.Sprintf("127.0.0.1:%d", r.port)
+	r.start()
+	return r
+}
+
+func (r *redisProc) start() {
+	r.p = startProc(r.t, r.dir, fmt.Sprintf("redis-%d", time.Now().UnixNano()), "redis-server",
+		"--port", fmt.Sprint(r.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if c, err := net.Dial("tcp", r.addr); err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatal("redis-server did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

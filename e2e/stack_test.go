@@ -221,3 +221,39 @@ except Exception as e:
 	}
 	t.Logf("%s", out)
 }
+
+// Two router replicas sharing state through Redis; Redis killed and
+// restarted under traffic: no request fails.
+func TestRedisRestartedUnderTraffic(t *testing.T) {
+	dir := t.TempDir()
+	rd := startRedis(t, dir)
+	s := startStack(t, stackOptions{routers: 2, redis: rd.addr})
+	var failed, total int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	stop := time.Now().Add(4 * time.Second)
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; time.Now().Before(stop); i++ {
+				r := s.post("/v1/chat/completions", chatBody(fmt.Sprintf("w%d p%d %s", w, i%16, systemPrompt), "hi", false, 4))
+				mu.Lock()
+				total++
+				if r.status != 200 {
+					failed++
+				}
+				mu.Unlock()
+			}
+		}(w)
+	}
+	time.Sleep(time.Second)
+	rd.p.killNow()
+	time.Sleep(time.Second)
+	rd.start()
+	wg.Wait()
+	t.Logf("Redis killed and restarted under traffic: %d of %d requests failed", failed, total)
+	if failed != 0 {
+		t.Errorf("%d requests failed while Redis restarted, want 0", failed)
+	}
+}
