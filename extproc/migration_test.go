@@ -1,0 +1,146 @@
+package extproc
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dualmap/dualmap/scheduler"
+)
+
+// hotspotRequests are n same-size requests sharing one 2-key-block prefix
+// (16-token blocks, 4,096 tokens each), so they all want the same instances.
+func hotspotRequests(n, offset int) []*scheduler.Request {
+	var out []*scheduler.Request
+	for i := 0; i < n; i++ {
+		blocks := make([]uint64, 256)
+		var h uint64
+		for j := range blocks {
+			id := uint64(1_000_000 + j)
+			if j >= 64 {
+				id = uint64((offset+i+1)<<20 | j)
+			}
+			h = h*0x9e3779b97f4a7c15 ^ (id + 0x632be59bd9b4e019)
+			h ^= h >> 29
+			blocks[j] = h
+		}
+		out = append(out, &scheduler.Request{Blocks: blocks, Tokens: 4096})
+	}
+	return out
+}
+
+// migrationRun routes requests split over the replicas' schedulers, lets
+// the replicas exchange load, runs coordinated rebalancing rounds, and
+// returns the migrations made and the hotspot's load (all replicas) after.
+func migrationRun(t *testing.T, reps []*testServer, perReplica int, leases bool) (uint64, int, string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i, rep := range reps {
+		p := rep.srv.pools[0]
+		for _, r := range hotspotRequests(perReplica, i*perReplica) {
+			if _, err := p.sched.Route(r, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	hot := func() (string, int) { // the instance with most queued work, summed over replicas
+		sum := map[string]int{}
+		for _, rep := range reps {
+			for _, st := range rep.srv.pools[0].sched.Instances() {
+				sum[st.ID] += st.QueuedTokens + st.PendingTokens
+			}
+		}
+		best, load := "", -1
+		for id, l := range sum {
+			if l > load {
+				best, load = id, l
+			}
+		}
+		return best, load
+	}
+	id, _ := hot()
+	load := func(id string) int {
+		n := 0
+		for _, rep := range reps {
+			for _, st := range rep.srv.pools[0].sched.Instances() {
+				if st.ID == id {
+					n += st.QueuedTokens + st.PendingTokens
+				}
+			}
+		}
+		return n
+	}
+	for round := 0; round < 6; round++ {
+		time.Sleep(150 * time.Millisecond) // loads exchanged, leases expired
+		for _, rep := range reps {
+			p := rep.srv.pools[0]
+			if leases {
+				rep.srv.rebalance(ctx, p)
+			} else {
+				p.sched.Apply(p.sched.Plan(), nil)
+			}
+		}
+	}
+	var moved uint64
+	for _, rep := range reps {
+		moved += rep.srv.pools[0].sched.(*scheduler.Scheduler).Stats().Migrations
+	}
+	return moved, load(id), id
+}
+
+// Three replicas sharing Redis shed a hotspot with about the migrations one
+// router would make, not three times as many, and the hotspot ends within
+// its threshold.
+func TestCoordinatedMigration(t *testing.T) {
+	addr := redisServer(t)
+	var inst strings.Builder
+	for i := 0; i < 8; i++ {
+		fmt.Fprintf(&inst, "      - address: 10.0.1.%d:8000\n", i+1)
+	}
+	// Rebalance when an instance holds over 5 s of prefill at 1e-4 s/token
+	// (50,000 tokens); the cache choice may go to 4 x SLO, so the prefix
+	// piles up on one instance first.
+	base := "pools:\n  - per_token_seconds: 0.0001\n    candidates: 2\n    policy: {name: dualmap, params: {headroom: 4}}\n    instances:\n" + inst.String() +
+		"limits: {queue_budget_tokens: 4096}\n"
+	shared := base + fmt.Sprintf("state:\n  backend: redis\n  redis: {addrs: [%q], heartbeat: 50ms}\n", addr)
+
+	// One router with all 21 requests (86,016 tokens on the hotspot: its
+	// pair partner can take the excess); it runs its rebalancer through the
+	// same lease path (a memory store always grants the lease).
+	single := start(t, parseConfig(t, base), false)
+	single.srv.pools[0].shared = true
+	soloMoves, soloAfter, hotID := migrationRun(t, []*testServer{single}, 21, true)
+
+	replicas := func(prefix string) []*testServer {
+		var reps []*testServer
+		for i := 0; i < 3; i++ {
+			cfg := parseConfig(t, strings.Replace(shared, "heartbeat: 50ms", "heartbeat: 50ms, key_prefix: "+prefix, 1))
+			rep := start(t, cfg, false)
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
+			p := rep.srv.pools[0]
+			go p.store.Run(ctx, p.sched) // load exchange without health checks (fake addresses)
+			reps = append(reps, rep)
+		}
+		time.Sleep(200 * time.Millisecond)
+		return reps
+	}
+	moves, after, _ := migrationRun(t, replicas("leased"), 7, true)
+	free, _, _ := migrationRun(t, replicas("free"), 7, false)
+	t.Logf("hotspot %s: one router migrated %d requests (left %d tokens); three replicas with leases %d (left %d tokens); three without leases %d",
+		hotID, soloMoves, soloAfter, moves, after, free)
+	if free <= moves {
+		t.Errorf("without leases the replicas migrated %d, with %d: the leases make no difference here", free, moves)
+	}
+	if soloMoves == 0 {
+		t.Fatal("no migration at all: the test does not create a hotspot")
+	}
+	if float64(moves) > 1.2*float64(soloMoves)+1 {
+		t.Errorf("three replicas migrated %d requests, want <= 1.2 x %d", moves, soloMoves)
+	}
+	if soloAfter > 50000 || after > 50000 {
+		t.Errorf("hotspot left with %d (one router) and %d tokens (three), want within the 50,000-token threshold", soloAfter, after)
+	}
+}
