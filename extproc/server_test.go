@@ -337,3 +337,31 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A pool from DNS: the name's addresses become instances, and requests are
+// pinned to them.
+func TestDNSPool(t *testing.T) {
+	engine := healthyInstance(t)
+	_, port, _ := strings.Cut(engine, ":")
+	cfg := parseConfig(t, `
+pools:
+  - dns: {name: localhost, port: `+port+`, interval: 1s}
+health: {interval: 50ms}
+`)
+	ts := start(t, cfg, true)
+	waitFor(t, "instances resolved from localhost", func() bool {
+		for _, st := range ts.srv.pools[0].sched.Instances() {
+			if st.ID == "127.0.0.1:"+port && st.Healthy {
+				return true
+			}
+		}
+		return false
+	})
+	c := ts.open(t)
+	defer c.close()
+	r := ts.post(t, c, "/v1/chat/completions", chat("m", "hi", false))
+	dest := setHeader(r.GetRequestBody().GetResponse().GetHeaderMutation(), "x-gateway-destination-endpoint")
+	if !strings.Contains(dest, ":"+port) {
+		t.Errorf("destination = %q, want an address from DNS with port %s", dest, port)
+	}
+}
