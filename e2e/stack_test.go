@@ -113,21 +113,18 @@ func TestBadInputThroughEnvoy(t *testing.T) {
 	}
 }
 
-// An engine killed mid-run: its requests fail over to the fallback
-// endpoint and the router stops choosing it.
-func TestEngineKilled(t *testing.T) {
-	s := startStack(t, stackOptions{})
-	victim := s.engines[0]
-	var failed, total int
+// underLoad sends requests from 4 clients for d (prompt i of client w from
+// prompt(w, i)), runs fault after a second, and returns failed and total.
+func underLoad(s *stack, d time.Duration, prompt func(w, i int) string, fault func()) (failed, total int) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	stop := time.Now().Add(3 * time.Second)
+	stop := time.Now().Add(d)
 	for w := 0; w < 4; w++ {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
 			for i := 0; time.Now().Before(stop); i++ {
-				r := s.post("/v1/chat/completions", chatBody(fmt.Sprintf("w%d p%d %s", w, i%8, systemPrompt), "hi", false, 4))
+				r := s.post("/v1/chat/completions", chatBody(prompt(w, i), "hi", false, 4))
 				mu.Lock()
 				total++
 				if r.status != 200 {
@@ -138,8 +135,17 @@ func TestEngineKilled(t *testing.T) {
 		}(w)
 	}
 	time.Sleep(time.Second)
-	victim.killNow()
+	fault()
 	wg.Wait()
+	return failed, total
+}
+
+// An engine killed mid-run: its requests fail over to the fallback
+// endpoint and the router stops choosing it.
+func TestEngineKilled(t *testing.T) {
+	s := startStack(t, stackOptions{})
+	victim := s.engines[0]
+	failed, total := underLoad(s, 3*time.Second, func(w, i int) string { return fmt.Sprintf("w%d p%d %s", w, i%8, systemPrompt) }, victim.killNow)
 	t.Logf("engine %s killed mid-run: %d of %d requests failed", victim.addr, failed, total)
 	// After the router noticed, nothing goes to the dead engine and nothing fails.
 	time.Sleep(time.Second)
@@ -157,28 +163,7 @@ func TestEngineKilled(t *testing.T) {
 // A router replica killed: Envoy keeps serving through the other.
 func TestRouterReplicaKilled(t *testing.T) {
 	s := startStack(t, stackOptions{routers: 2})
-	var failed, total int
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	stop := time.Now().Add(4 * time.Second)
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := 0; time.Now().Before(stop); i++ {
-				r := s.post("/v1/chat/completions", chatBody(fmt.Sprintf("w%d %d %s", w, i, systemPrompt), "hi", false, 4))
-				mu.Lock()
-				total++
-				if r.status != 200 {
-					failed++
-				}
-				mu.Unlock()
-			}
-		}(w)
-	}
-	time.Sleep(time.Second)
-	s.routers[0].killNow()
-	wg.Wait()
+	failed, total := underLoad(s, 4*time.Second, func(w, i int) string { return fmt.Sprintf("w%d %d %s", w, i, systemPrompt) }, s.routers[0].killNow)
 	t.Logf("router replica killed (SIGKILL) mid-run: %d of %d requests failed", failed, total)
 	time.Sleep(1500 * time.Millisecond)
 	for i := 0; i < 20; i++ {
@@ -228,30 +213,11 @@ func TestRedisRestartedUnderTraffic(t *testing.T) {
 	dir := t.TempDir()
 	rd := startRedis(t, dir)
 	s := startStack(t, stackOptions{routers: 2, redis: rd.addr})
-	var failed, total int
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	stop := time.Now().Add(4 * time.Second)
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := 0; time.Now().Before(stop); i++ {
-				r := s.post("/v1/chat/completions", chatBody(fmt.Sprintf("w%d p%d %s", w, i%16, systemPrompt), "hi", false, 4))
-				mu.Lock()
-				total++
-				if r.status != 200 {
-					failed++
-				}
-				mu.Unlock()
-			}
-		}(w)
-	}
-	time.Sleep(time.Second)
-	rd.p.killNow()
-	time.Sleep(time.Second)
-	rd.start()
-	wg.Wait()
+	failed, total := underLoad(s, 4*time.Second, func(w, i int) string { return fmt.Sprintf("w%d p%d %s", w, i%16, systemPrompt) }, func() {
+		rd.p.killNow()
+		time.Sleep(time.Second)
+		rd.start()
+	})
 	t.Logf("Redis killed and restarted under traffic: %d of %d requests failed", failed, total)
 	if failed != 0 {
 		t.Errorf("%d requests failed while Redis restarted, want 0", failed)

@@ -11,17 +11,7 @@ func parseChat(r *reader) (*Request, error) {
 		hasMaxTok, hasMaxCompl  bool
 		msgsP, maxTokP, maxCmpP = field(nil, "messages"), field(nil, "max_tokens"), field(nil, "max_completion_tokens")
 	)
-	if err := r.open(); err != nil {
-		return nil, err
-	}
-	for first := true; ; first = false {
-		key, ok, err := r.nextKey(first)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			break
-		}
+	err := c.members(r, func(key []byte) (known bool, err error) {
 		switch string(key) {
 		case "messages":
 			msgs, hasMsgs, err = r.chatMessages(&msgsP)
@@ -30,14 +20,12 @@ func parseChat(r *reader) (*Request, error) {
 		case "max_completion_tokens":
 			maxCompl, hasMaxCompl, err = r.optCount(&maxCmpP)
 		default:
-			var done bool
-			if done, err = c.field(r, key); !done && err == nil {
-				err = r.skip()
-			}
+			return false, nil
 		}
-		if err != nil {
-			return nil, err
-		}
+		return true, err
+	})
+	if err != nil {
+		return nil, err
 	}
 	req := &Request{}
 	if err := c.finish(req); err != nil {

@@ -102,3 +102,31 @@ func (r *reader) tools() ([]byte, error) {
 	}
 	return append(dst, ']'), nil
 }
+
+// members reads the request object positioned at its '{': for each key,
+// own is tried first (it reports whether it knew the key), then the fields
+// every kind shares (model, stream, user, tools), and anything else is
+// skipped.
+func (c *common) members(r *reader, own func(key []byte) (bool, error)) error {
+	if err := r.open(); err != nil {
+		return err
+	}
+	for first := true; ; first = false {
+		key, ok, err := r.nextKey(first)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil
+		}
+		done, err := own(key)
+		if !done && err == nil {
+			if done, err = c.field(r, key); !done && err == nil {
+				err = r.skip()
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+}

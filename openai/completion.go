@@ -12,17 +12,7 @@ func parseCompletion(r *reader) (*Request, error) {
 		maxTok            int
 		promptP, maxP     = field(nil, "prompt"), field(nil, "max_tokens")
 	)
-	if err := r.open(); err != nil {
-		return nil, err
-	}
-	for first := true; ; first = false {
-		key, ok, err := r.nextKey(first)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			break
-		}
+	err := c.members(r, func(key []byte) (known bool, err error) {
 		switch string(key) {
 		case "prompt":
 			prompts, hasPrompt, err = r.prompts(&promptP)
@@ -31,14 +21,12 @@ func parseCompletion(r *reader) (*Request, error) {
 		case "tools", "tool_choice":
 			err = r.skip() // not part of the completions API
 		default:
-			var done bool
-			if done, err = c.field(r, key); !done && err == nil {
-				err = r.skip()
-			}
+			return false, nil
 		}
-		if err != nil {
-			return nil, err
-		}
+		return true, err
+	})
+	if err != nil {
+		return nil, err
 	}
 	req := &Request{}
 	if err := c.finish(req); err != nil {

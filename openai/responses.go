@@ -11,17 +11,7 @@ func parseResponses(r *reader) (*Request, error) {
 		maxOut                  int
 		inputP, instrP, maxOutP = field(nil, "input"), field(nil, "instructions"), field(nil, "max_output_tokens")
 	)
-	if err := r.open(); err != nil {
-		return nil, err
-	}
-	for first := true; ; first = false {
-		key, ok, err := r.nextKey(first)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			break
-		}
+	err := c.members(r, func(key []byte) (known bool, err error) {
 		switch string(key) {
 		case "input":
 			items, hasInput, err = r.responsesInput(&inputP)
@@ -30,14 +20,12 @@ func parseResponses(r *reader) (*Request, error) {
 		case "max_output_tokens":
 			maxOut, hasMax, err = r.optCount(&maxOutP)
 		default:
-			var done bool
-			if done, err = c.field(r, key); !done && err == nil {
-				err = r.skip()
-			}
+			return false, nil
 		}
-		if err != nil {
-			return nil, err
-		}
+		return true, err
+	})
+	if err != nil {
+		return nil, err
 	}
 	req := &Request{}
 	if err := c.finish(req); err != nil {
