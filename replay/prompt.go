@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"github.com/dualmap/dualmap/internal/mix"
+
 	"fmt"
 	"math"
 	"strings"
@@ -22,17 +24,10 @@ other some time only than them two then new first also after these so`
 const tagLetters = 14
 
 // golden is 2^64 divided by the golden ratio, the SplitMix64 increment.
-const golden = 0x9e3779b97f4a7c15
+const golden = mix.Golden
 
-// mix64 is the SplitMix64 finaliser, a bijection of uint64.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
-}
+// mix64 is the shared SplitMix64 finaliser.
+func mix64(x uint64) uint64 { return mix.Mix64(x) }
 
 // Prompter synthesises prompt text from trace block ids. Its output depends
 // only on the seed, the block length and the ids, the same in every process

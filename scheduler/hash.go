@@ -1,17 +1,11 @@
 package scheduler
 
-// mix64 is the splitmix64 / murmur3 finaliser: a bijective 64-bit mixer
-// with full avalanche. Ring positions and key positions both go through it,
-// with a per-ring seed, so the two rings are independent hash functions of
-// the same key.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
-}
+import "github.com/dualmap/dualmap/internal/mix"
+
+// mix64 is the shared SplitMix64 finaliser. Ring positions and key
+// positions both go through it, with a per-ring seed, so the rings are
+// independent hash functions of the same key.
+func mix64(x uint64) uint64 { return mix.Mix64(x) }
 
 // seeded hashes x under seed: distinct seeds give independent-looking
 // functions of x.

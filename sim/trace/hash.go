@@ -1,21 +1,15 @@
 package trace
 
+import "github.com/dualmap/dualmap/internal/mix"
+
 // golden is 2^64 divided by the golden ratio, the SplitMix64 increment.
-const golden = 0x9e3779b97f4a7c15
+const golden = mix.Golden
 
 // chainSeed stands for the empty prefix in chainIDs.
 const chainSeed = 0x243f6a8885a308d3
 
-// mix64 is the SplitMix64 finaliser (Stafford's variant 13, also murmur3's
-// fmix64 structure): a bijection of uint64 with full avalanche.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
-}
+// mix64 is the shared SplitMix64 finaliser.
+func mix64(x uint64) uint64 { return mix.Mix64(x) }
 
 // chainID returns the chained value of a block with content id after a
 // prefix whose chained value is prev:
