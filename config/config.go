@@ -50,6 +50,16 @@ type Pool struct {
 	PerTokenSeconds float64 `yaml:"per_token_seconds"`
 	// Candidates is the number of hash rings (default 3).
 	Candidates int `yaml:"candidates"`
+	// Metrics polls each instance's Prometheus endpoint as a second load
+	// signal (vLLM's and SGLang's queue gauges).
+	Metrics Metrics `yaml:"metrics"`
+}
+
+// Metrics configures polling of the instances' own metrics.
+type Metrics struct {
+	Enabled  bool          `yaml:"enabled"`
+	Path     string        `yaml:"path"`     // default /metrics
+	Interval time.Duration `yaml:"interval"` // default 1s
 }
 
 // Instance is one model server.

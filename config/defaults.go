@@ -51,6 +51,12 @@ func (c Config) WithDefaults() Config {
 		if p.Policy.Name == "" {
 			p.Policy.Name = "dualmap"
 		}
+		if p.Metrics.Path == "" {
+			p.Metrics.Path = "/metrics"
+		}
+		if p.Metrics.Interval == 0 {
+			p.Metrics.Interval = time.Second
+		}
 		if p.DNS != nil && p.DNS.Interval == 0 {
 			d := *p.DNS
 			d.Interval = 10 * time.Second

@@ -142,6 +142,9 @@ func (c Config) Validate() error {
 		if p.CacheTokens < 0 {
 			return invalid(at+".cache_tokens", "must be >= 0, got %d", p.CacheTokens)
 		}
+		if p.Metrics.Interval < 100*time.Millisecond || !strings.HasPrefix(p.Metrics.Path, "/") {
+			return invalid(at+".metrics", "interval must be >= 100ms and path start with /, got %v %q", p.Metrics.Interval, p.Metrics.Path)
+		}
 		if p.PerTokenSeconds <= 0 {
 			return invalid(at+".per_token_seconds", "must be > 0, got %g", p.PerTokenSeconds)
 		}

@@ -26,6 +26,7 @@ type router interface {
 	Plan() []scheduler.Move
 	Apply(moves []scheduler.Move, out *scheduler.Outcome) int
 	Rebalances() bool
+	SetEngineLoad(id string, l scheduler.EngineLoad) error
 	state.Applier
 }
 

@@ -154,6 +154,10 @@ func (s *Server) Run(ctx context.Context) {
 			wg.Add(1)
 			go func() { defer wg.Done(); s.dnsLoop(ctx, p, *pc.DNS) }()
 		}
+		if pc.Metrics.Enabled {
+			wg.Add(1)
+			go func() { defer wg.Done(); s.metricsLoop(ctx, p, pc.Metrics) }()
+		}
 	}
 	wg.Wait()
 }

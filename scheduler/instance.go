@@ -23,12 +23,13 @@ type InstanceState struct {
 	ID            string
 	Healthy       bool
 	Draining      bool
-	Queued        int  // requests in the router queue
-	QueuedTokens  int  // their estimated uncached tokens
-	PendingTokens int  // dispatched uncached tokens not yet through prefill
-	Running       int  // dispatched and not completed
-	Remote        Load // other replicas' load as last reported (SetRemoteLoad)
-	CachedBlocks  int  // size of the KV index
+	Queued        int        // requests in the router queue
+	QueuedTokens  int        // their estimated uncached tokens
+	PendingTokens int        // dispatched uncached tokens not yet through prefill
+	Running       int        // dispatched and not completed
+	Remote        Load       // other replicas' load as last reported (SetRemoteLoad)
+	Engine        EngineLoad // the instance's own report (SetEngineLoad)
+	CachedBlocks  int        // size of the KV index
 	CostPerToken  float64
 }
 
@@ -48,6 +49,11 @@ type instance struct {
 	pendingTokens int
 	running       int
 	remote        Load // other replicas' contribution, as last reported
+	// engine is what the instance itself last reported (its metrics), and
+	// avgUncached an average of the uncached tokens of requests sent to it,
+	// to turn the engine's queue length into tokens.
+	engine      EngineLoad
+	avgUncached float64
 
 	// recent is an exponentially decayed sum of the uncached tokens of
 	// requests routed here (Preble's windowed load), as of recentAt.
@@ -58,9 +64,18 @@ type instance struct {
 func (in *instance) ready() bool { return in.healthy && !in.draining && in.idx >= 0 }
 
 // ahead is the prefill work, in tokens, a new request would queue behind:
-// this replica's and the other replicas' as last reported.
+// this replica's and the other replicas' as last reported, or, when the
+// engine reports a longer queue of its own (traffic the routers do not
+// see, estimates that drifted), that queue at the average request size.
 func (in *instance) ahead() int {
-	return in.queuedTokens + in.pendingTokens + in.remote.QueuedTokens + in.remote.PendingTokens
+	own := in.queuedTokens + in.pendingTokens + in.remote.QueuedTokens + in.remote.PendingTokens
+	return max(own, int(float64(in.engine.Waiting)*in.avgUncached))
+}
+
+// EngineLoad is the load an instance reports about itself (e.g. vLLM's
+// vllm:num_requests_waiting and vllm:num_requests_running).
+type EngineLoad struct {
+	Waiting, Running int
 }
 
 // requests is the number of requests running or queued for the instance,
@@ -94,7 +109,7 @@ func (in *instance) state() InstanceState {
 	return InstanceState{
 		ID: in.ID, Healthy: in.healthy, Draining: in.draining,
 		Queued: len(in.queue), QueuedTokens: in.queuedTokens,
-		PendingTokens: in.pendingTokens, Running: in.running, Remote: in.remote,
+		PendingTokens: in.pendingTokens, Running: in.running, Remote: in.remote, Engine: in.engine,
 		CachedBlocks: in.kv.len(), CostPerToken: in.est.cost,
 	}
 }

@@ -67,3 +67,20 @@ func (s *Scheduler) AnyReady(n uint64) (string, error) {
 	}
 	return "", ErrNoEndpoint
 }
+
+// SetEngineLoad records the load instance id reports about itself (its
+// metrics endpoint). A longer engine queue than the router's estimate makes
+// the instance look that busy (see instance.ahead).
+func (s *Scheduler) SetEngineLoad(id string, l EngineLoad) error {
+	if l.Waiting < 0 || l.Running < 0 {
+		return fmt.Errorf("scheduler: engine load for %q: negative value in %+v", id, l)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.byID[id]
+	if in == nil {
+		return fmt.Errorf("%w %q", ErrUnknownInstance, id)
+	}
+	in.engine = l
+	return nil
+}

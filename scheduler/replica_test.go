@@ -77,3 +77,29 @@ func TestSessionKey(t *testing.T) {
 		}
 	}
 }
+
+// An engine that reports a queue the router does not know about looks busy.
+func TestEngineLoadSignal(t *testing.T) {
+	s, _ := mustNew(t, Config{Policy: "least-loaded"}, 2)
+	ids := pool(2)
+	for i := 0; i < 4; i++ { // both instances learn the average request size
+		r := req(prompt(uint64(i), uint64(i), 0, 4))
+		route(t, s, r)
+		s.FirstToken(r, nil)
+		s.Complete(r, nil)
+	}
+	if err := s.SetEngineLoad(ids[0].ID, EngineLoad{Waiting: 10, Running: 4}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		if d := route(t, s, req(prompt(uint64(100+i), 9, 0, 4))); d.Instance != ids[1].ID {
+			t.Fatalf("Route() = %s, want %s (the other reports 10 waiting)", d.Instance, ids[1].ID)
+		}
+	}
+	if err := s.SetEngineLoad("x:1", EngineLoad{}); !errors.Is(err, ErrUnknownInstance) {
+		t.Errorf("SetEngineLoad(unknown) = %v", err)
+	}
+	if err := s.SetEngineLoad(ids[0].ID, EngineLoad{Waiting: -1}); err == nil {
+		t.Error("SetEngineLoad(negative) = nil")
+	}
+}

@@ -354,6 +354,11 @@ func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration, out *O
 	r.uncached = r.Tokens - r.cached
 	r.work = in.pendingTokens + r.uncached
 	in.pendingTokens += r.uncached
+	if in.avgUncached == 0 {
+		in.avgUncached = float64(r.uncached)
+	} else {
+		in.avgUncached += 0.1 * (float64(r.uncached) - in.avgUncached)
+	}
 	in.running++
 	in.kv.add(r.Blocks)
 	r.state = stateDispatched

@@ -1,0 +1,60 @@
+package extproc
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/dualmap/dualmap/scheduler"
+)
+
+func TestParseEngineMetrics(t *testing.T) {
+	tests := []struct {
+		name  string
+		text  string
+		want  scheduler.EngineLoad
+		found bool
+	}{
+		{"vllm", "# HELP vllm:num_requests_waiting x\n# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"m\"} 7.0\nvllm:num_requests_running{model_name=\"m\"} 3\n", scheduler.EngineLoad{Waiting: 7, Running: 3}, true},
+		{"ranks summed", "vllm:num_requests_waiting{engine=\"0\"} 2\nvllm:num_requests_waiting{engine=\"1\"} 5\n", scheduler.EngineLoad{Waiting: 7}, true},
+		{"sglang", "sglang:num_queue_reqs{name=\"x\"} 4\nsglang:num_running_reqs 9\n", scheduler.EngineLoad{Waiting: 4, Running: 9}, true},
+		{"labels with braces in values", "vllm:num_requests_waiting{a=\"}\"} 1\n", scheduler.EngineLoad{Waiting: 1}, true},
+		{"other metrics only", "process_cpu_seconds_total 12\n", scheduler.EngineLoad{}, false},
+		{"garbage", "vllm:num_requests_waiting{ NaNx\nvllm:num_requests_waiting -3\n{{{\n", scheduler.EngineLoad{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, found := parseEngineMetrics(strings.NewReader(tt.text))
+			if got != tt.want || found != tt.found {
+				t.Errorf("parseEngineMetrics() = %+v, %v; want %+v, %v", got, found, tt.want, tt.found)
+			}
+		})
+	}
+}
+
+// With metrics polling on, an instance that reports a long queue of its own
+// is seen as loaded.
+func TestEngineMetricsPolling(t *testing.T) {
+	busy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			fmt.Fprintln(w, "vllm:num_requests_waiting{model_name=\"m\"} 12")
+		}
+	}))
+	defer busy.Close()
+	addr := strings.TrimPrefix(busy.URL, "http://")
+	ts := start(t, parseConfig(t, `
+pools:
+  - instances: [{address: "`+addr+`"}, {address: "`+healthyInstance(t)+`"}]
+    metrics: {enabled: true, interval: 100ms}
+`), true)
+	waitFor(t, "the busy instance's queue polled", func() bool {
+		for _, st := range ts.srv.pools[0].sched.Instances() {
+			if st.ID == addr {
+				return st.Engine.Waiting == 12
+			}
+		}
+		return false
+	})
+}
