@@ -166,18 +166,24 @@ func (k *keyDepth) depth(blocks []uint64) int {
 	if k.cfg.Fixed > 0 {
 		return min(k.cfg.Fixed, L)
 	}
-	d := min(k.cfg.MinDepth, L)
-	if full := len(blocks) / k.stride; full >= 1 && full < d {
-		// A prompt between one and MinDepth key blocks is keyed by its
-		// whole key blocks, not its changing tail, so the next turn of a
-		// conversation keeps the key.
-		d = full
-	}
+	d := k.baseDepth(blocks)
 	for d < L && d < k.cfg.MaxDepth {
 		if _, ok := k.split[k.at(blocks, d)]; !ok {
 			break
 		}
 		d++
+	}
+	return d
+}
+
+// baseDepth is the key length before any split: MinDepth key blocks, or
+// the whole prompt when shorter. A prompt between one and MinDepth key
+// blocks is keyed by its whole key blocks, not its changing tail, so the
+// next turn of a conversation keeps the key.
+func (k *keyDepth) baseDepth(blocks []uint64) int {
+	d := min(k.cfg.MinDepth, k.keyBlocks(blocks))
+	if full := len(blocks) / k.stride; full >= 1 && full < d {
+		d = full
 	}
 	return d
 }
@@ -201,18 +207,26 @@ func (k *keyDepth) observe(blocks []uint64, d int, now time.Duration) {
 			step = 1
 		}
 		for now-k.bucketStart >= step {
+			if now-k.bucketStart >= k.cfg.WindowDuration+step {
+				// Idle for more than a window: close the current bucket,
+				// then everything counted is stale; the merge clock moves
+				// on by the window that passed.
+				k.rotate()
+				k.forget()
+				k.rotations += uint64(k.cfg.Buckets - 1)
+				k.bucketStart = now - now%step
+				break
+			}
 			k.rotate()
 			k.bucketStart += step
-			if now-k.bucketStart >= k.cfg.WindowDuration {
-				// Idle for more than a window: catch up in one jump.
-				k.bucketStart = now - now%step
-			}
 		}
 	}
 	L := k.keyBlocks(blocks)
 	last := min(d+1, L, k.cfg.MaxDepth)
 	b := k.buckets[k.cur]
-	for j := min(k.cfg.MinDepth, L); j <= last; j++ {
+	// From the prompt's unsplit key (below MinDepth for short prompts, so
+	// their keys are counted and can split too) to one past its key.
+	for j := max(1, k.baseDepth(blocks)); j <= last; j++ {
 		h := k.at(blocks, j)
 		b[h]++
 		k.counts[h]++
@@ -284,6 +298,16 @@ func (k *keyDepth) rotate() {
 	clear(old)
 	k.total -= k.bucketTotal[k.cur]
 	k.bucketTotal[k.cur] = 0
+}
+
+// forget drops every count of the window (not the splits).
+func (k *keyDepth) forget() {
+	clear(k.counts)
+	for i := range k.buckets {
+		clear(k.buckets[i])
+		k.bucketTotal[i] = 0
+	}
+	k.total = 0
 }
 
 // setInstances changes n, the pool size the shares are relative to.

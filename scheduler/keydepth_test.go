@@ -226,3 +226,37 @@ func TestKeyDepthKeyBlocks(t *testing.T) {
 		t.Error("prompts sharing 1,024 tokens got different keys")
 	}
 }
+
+// After an idle gap longer than the window, nothing from before it counts.
+func TestKeyDepthTimeWindowForgetsAfterIdle(t *testing.T) {
+	cfg := KeyDepthConfig{WindowDuration: 10 * time.Second}.withDefaults()
+	k := newKeyDepth(cfg, 8, 512)
+	now := time.Duration(0)
+	for i := 0; i < 900; i++ {
+		now += 10 * time.Millisecond
+		b := prompt(1, uint64(i), 4, 6)
+		k.observe(b, k.depth(b), now)
+	}
+	now += 100 * time.Second
+	b := prompt(50, 50, 0, 6)
+	k.observe(b, k.depth(b), now)
+	if k.total != 1 {
+		t.Errorf("window total after 100 s idle = %d, want 1 (only the new request)", k.total)
+	}
+}
+
+// Prompts keyed below MinDepth (one whole key block) are counted, so a hot
+// one-key-block prefix splits too.
+func TestKeyDepthShortKeysSplit(t *testing.T) {
+	k := newKeyDepth(KeyDepthConfig{Window: 500}.withDefaults(), 8, 16)
+	for i := 0; i < 3000; i++ {
+		b := prompt(1, uint64(i), 32, 40) // 512 shared tokens, then a short tail
+		k.observe(b, k.depth(b), 0)
+	}
+	if len(k.split) == 0 {
+		t.Fatal("a prefix taking all traffic with one-key-block keys never split")
+	}
+	if d := k.depth(prompt(1, 99999, 32, 40)); d != 2 {
+		t.Errorf("depth() of the hot short prompt = %d, want 2 after the split", d)
+	}
+}

@@ -599,7 +599,8 @@ func (s *Scheduler) refreshReady() {
 func (s *Scheduler) rerouteAll(out *Outcome) {
 	now := s.now()
 	for _, r := range s.reroute {
-		r.state = stateNew
+		// Still stateQueued: enqueue keeps its wait, so MaxWait and aging
+		// run on across a re-route.
 		r.inst = nil
 		if err := s.place(r, now, ReasonRerouted, out); err != nil {
 			r.state = stateDone

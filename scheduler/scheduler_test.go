@@ -178,3 +178,41 @@ func TestKeyDepthThroughScheduler(t *testing.T) {
 		t.Errorf("hot prefix spread over %d instances, want >= 4", len(used))
 	}
 }
+
+// A request re-routed while it waits keeps its wait: MaxWait still applies.
+func TestRerouteKeepsWait(t *testing.T) {
+	cfg := Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 100, MaxWait: 30 * time.Second}}
+	s, clk := mustNew(t, cfg, 2)
+	ids := pool(2)
+	// Find one prompt for each instance and keep both instances busy.
+	var onA, onB []uint64
+	for i := uint64(0); onA == nil || onB == nil; i++ {
+		p := prompt(i, i, 2, 4)
+		d, _ := s.Pick(req(p))
+		if d.Instance == ids[0].ID && onA == nil {
+			onA = p
+		} else if d.Instance == ids[1].ID && onB == nil {
+			onB = p
+		}
+	}
+	route(t, s, req(onA))
+	route(t, s, req(onB))
+	waiting := req(onA)
+	if d := route(t, s, waiting); !d.Queued || d.Instance != ids[0].ID {
+		t.Fatalf("Route() = %+v, want queued on %s", d, ids[0].ID)
+	}
+	clk.Advance(25 * time.Second)
+	var out Outcome
+	if err := s.SetDraining(ids[0].ID, true, &out); err != nil { // re-routed to the busy B: queued there
+		t.Fatal(err)
+	}
+	if len(out.Dispatched) != 0 || s.QueueLen() != 1 {
+		t.Fatalf("after draining: %d dispatched, %d queued; want it queued on %s", len(out.Dispatched), s.QueueLen(), ids[1].ID)
+	}
+	clk.Advance(10 * time.Second)
+	out.Reset()
+	s.Tick(&out)
+	if len(out.Failed) != 1 || out.Failed[0].Request != waiting || !errors.Is(out.Failed[0].Err, ErrQueueTimeout) {
+		t.Errorf("request queued 35 s in all (re-routed at 25 s): failed %+v, want it expired at MaxWait 30 s", out.Failed)
+	}
+}
