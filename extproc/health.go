@@ -27,19 +27,23 @@ func (s *Server) setHealthy(p *pool, id string, ok bool) {
 	})
 }
 
-// upstreamFailed records a 5xx or connection failure of instance id.
+// upstreamFailed records a 5xx or connection failure of instance id. The
+// first failure of an outage takes it out for the backoff; failures of
+// requests already in flight during the outage change nothing; a failure
+// after the instance came back doubles the backoff (flapping escalates).
 func (s *Server) upstreamFailed(p *pool, id string) {
 	s.m.upstreamErr.WithLabelValues(p.name, id).Inc()
 	now := s.now()
 	p.mu.Lock()
-	h := p.health[id]
-	if h == nil {
-		h = &healthState{}
-		p.health[id] = h
+	h := p.healthOf(id)
+	if h.down {
+		p.mu.Unlock()
+		return
 	}
-	if h.backoff == 0 {
+	switch {
+	case h.backoff == 0:
 		h.backoff = s.cfg.Health.Backoff
-	} else if h.down {
+	default:
 		h.backoff = min(2*h.backoff, s.cfg.Health.MaxBackoff)
 	}
 	h.down = true
@@ -47,16 +51,32 @@ func (s *Server) upstreamFailed(p *pool, id string) {
 	backoff := h.backoff
 	p.mu.Unlock()
 	s.log.Warn("instance failed; taken out", "pool", p.name, "instance", id, "backoff", backoff)
-	s.setHealthy(p, id, false)
+	s.applyHealth(p, id)
 }
 
-// upstreamOK records a successful response: the backoff resets.
+// upstreamOK records a successful response: once an instance has served
+// well for a whole MaxBackoff since it came back, its backoff resets.
 func (s *Server) upstreamOK(p *pool, id string) {
+	now := s.now()
 	p.mu.Lock()
-	if h := p.health[id]; h != nil && !h.down {
+	if h := p.health[id]; h != nil && !h.down && now.Sub(h.downUntil) > s.cfg.Health.MaxBackoff {
 		h.backoff = 0
 	}
 	p.mu.Unlock()
+}
+
+// applyHealth tells the scheduler whether id is up, reading the state under
+// the pool's lock inside the background call, so a decision taken earlier
+// by another goroutine can never overwrite a later one.
+func (s *Server) applyHealth(p *pool, id string) {
+	s.background(func(out *scheduler.Outcome) {
+		p.mu.Lock()
+		up := !p.healthOf(id).down
+		p.mu.Unlock()
+		if err := p.sched.SetHealthy(id, up, out); err != nil {
+			s.log.Debug("health change for an instance no longer in the pool", "pool", p.name, "instance", id)
+		}
+	})
 }
 
 func (s *Server) healthLoop(ctx context.Context, p *pool) {
@@ -78,24 +98,23 @@ func (s *Server) checkAll(ctx context.Context, p *pool) {
 		ok := s.probe(ctx, id)
 		now := s.now()
 		p.mu.Lock()
-		h := p.health[id]
-		if h == nil {
-			h = &healthState{}
-			p.health[id] = h
-		}
-		change, healthy := false, false
+		h := p.healthOf(id)
+		was := h.down
 		switch {
 		case !ok && !h.down:
-			h.down, change, healthy = true, true, false
+			h.down = true
 			h.downUntil = now
 		case ok && h.down && !now.Before(h.downUntil):
-			h.down, change, healthy = false, true, true
+			h.down = false
 		}
+		changed := was != h.down
 		p.mu.Unlock()
-		if change {
-			s.log.Info("instance health changed", "pool", p.name, "instance", id, "healthy", healthy)
-			s.setHealthy(p, id, healthy)
+		if changed {
+			s.log.Info("instance health changed", "pool", p.name, "instance", id, "healthy", !was)
 		}
+		// Applied on every probe, not only on a change: idempotent, and it
+		// repairs any disagreement with the scheduler.
+		s.applyHealth(p, id)
 	}
 }
 

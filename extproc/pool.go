@@ -110,8 +110,27 @@ func (p *pool) setMembers(static *[]config.Instance, resolved *[]string, out *sc
 		p.dns = *resolved
 	}
 	list := instances(p.static, p.dns)
+	keep := map[string]bool{}
+	for _, in := range list {
+		keep[in.ID] = true
+	}
+	for id := range p.health { // a removed instance that comes back starts afresh
+		if !keep[id] {
+			delete(p.health, id)
+		}
+	}
 	p.mu.Unlock()
 	return p.sched.SetInstances(list, out)
+}
+
+// healthOf returns id's health state, creating it. Call with p.mu held.
+func (p *pool) healthOf(id string) *healthState {
+	h := p.health[id]
+	if h == nil {
+		h = &healthState{}
+		p.health[id] = h
+	}
+	return h
 }
 
 func (p *pool) addresses() []string {

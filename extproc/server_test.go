@@ -365,3 +365,34 @@ health: {interval: 50ms}
 		t.Errorf("destination = %q, want an address from DNS with port %s", dest, port)
 	}
 }
+
+// Failures during one outage do not escalate the backoff; a failure after
+// the instance came back (flapping) doubles it.
+func TestBackoffEscalatesOnFlapsOnly(t *testing.T) {
+	ts := start(t, parseConfig(t, fourInstances+"health: {backoff: 2s, max_backoff: 1m}\n"), false)
+	p := ts.srv.pools[0]
+	id := "10.0.0.1:8000"
+	backoff := func() time.Duration {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.healthOf(id).backoff
+	}
+	for i := 0; i < 6; i++ { // six requests in flight fail in one outage
+		ts.srv.upstreamFailed(p, id)
+	}
+	if b := backoff(); b != 2*time.Second {
+		t.Fatalf("backoff after one outage = %v, want 2s", b)
+	}
+	p.mu.Lock()
+	p.healthOf(id).down = false // the health check brought it back
+	p.mu.Unlock()
+	ts.srv.upstreamFailed(p, id)
+	if b := backoff(); b != 4*time.Second {
+		t.Errorf("backoff after a flap = %v, want 4s", b)
+	}
+	for _, st := range p.sched.Instances() {
+		if st.ID == id && st.Healthy {
+			t.Error("failed instance still healthy in the scheduler")
+		}
+	}
+}
