@@ -112,6 +112,12 @@ type Routing struct {
 	Mode string `yaml:"mode"`
 	// DebugHeaders adds x-dualmap-instance and x-dualmap-reason to responses.
 	DebugHeaders bool `yaml:"debug_headers"`
+	// ResponseBody says how Envoy's ext_proc filter sends response bodies:
+	// "streamed" (default, response_body_mode: STREAMED) lets the router see
+	// a stream's first token and its end; "none" (NONE) saves a gRPC round
+	// trip per chunk but takes the response headers as the first token and
+	// relies on the ext_proc stream's end for completion.
+	ResponseBody string `yaml:"response_body"`
 	// SLOHeader names the request header with an SLO class or a duration
 	// (default x-dualmap-slo).
 	SLOHeader string `yaml:"slo_header"`

@@ -83,6 +83,9 @@ func (c Config) WithDefaults() Config {
 	if c.Routing.Mode == "" {
 		c.Routing.Mode = ModeOverrideHost
 	}
+	if c.Routing.ResponseBody == "" {
+		c.Routing.ResponseBody = "streamed"
+	}
 	if c.Routing.SLOHeader == "" {
 		c.Routing.SLOHeader = DefaultSLOHeader
 	}

@@ -172,6 +172,8 @@ func (c Config) Validate() error {
 		return invalid("limits.max_queue_wait", "must be >= 0, got %v", c.Limits.MaxQueueWait)
 	case c.Routing.Mode != ModeOverrideHost && c.Routing.Mode != ModeOriginalDst:
 		return invalid("routing.mode", "%q is not %s or %s", c.Routing.Mode, ModeOverrideHost, ModeOriginalDst)
+	case c.Routing.ResponseBody != "streamed" && c.Routing.ResponseBody != "none":
+		return invalid("routing.response_body", "%q is not streamed or none", c.Routing.ResponseBody)
 	case !validHeaderName(c.Routing.Header):
 		return invalid("routing.header", "%q is not a lowercase header name", c.Routing.Header)
 	case !validHeaderName(c.Routing.SLOHeader):

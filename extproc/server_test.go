@@ -240,23 +240,26 @@ limits:
 	if err := second.stream.Send(bodyReq(chat("m", "second", true))); err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan time.Time, 1)
+	got := make(chan *extprocv3.ProcessingResponse, 1)
 	go func() {
-		second.stream.Recv()
-		got <- time.Now()
+		r, _ := second.stream.Recv()
+		got <- r
 	}()
 	time.Sleep(100 * time.Millisecond)
 	select {
-	case <-got:
-		t.Fatal("second request dispatched while the first holds the budget")
+	case r := <-got:
+		t.Fatalf("second request answered while the first holds the budget: %v", r)
 	default:
 	}
-	released := time.Now()
-	first.responseHeaders(t, "200") // first token: prefill done, budget free
+	first.responseHeaders(t, "200")
+	// The first chunk of the streamed response body is the first token:
+	// the prefill is done and the budget is free.
+	first.send(t, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+		ResponseBody: &extprocv3.HttpBody{Body: []byte("data: {}\n\n")}}})
 	select {
-	case at := <-got:
-		if at.Before(released) {
-			t.Errorf("dispatched before release")
+	case r := <-got:
+		if setHeader(r.GetRequestBody().GetResponse().GetHeaderMutation(), "x-gateway-destination-endpoint") == "" {
+			t.Fatalf("second request answered %v, want dispatched", r)
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("second request never dispatched after the first's first token")
@@ -393,6 +396,50 @@ func TestBackoffEscalatesOnFlapsOnly(t *testing.T) {
 	for _, st := range p.sched.Instances() {
 		if st.ID == id && st.Healthy {
 			t.Error("failed instance still healthy in the scheduler")
+		}
+	}
+}
+
+// When Envoy says the fallback served (the primary was unreachable), the
+// primary is taken out, and the header does not reach the client.
+func TestFallbackServedMarksPrimaryDown(t *testing.T) {
+	ts := start(t, parseConfig(t, fourInstances), false)
+	c := ts.open(t)
+	defer c.close()
+	r := ts.post(t, c, "/v1/chat/completions", chat("m", "hi", true))
+	parts := strings.Split(setHeader(r.GetRequestBody().GetResponse().GetHeaderMutation(), "x-gateway-destination-endpoint"), ",")
+	if len(parts) != 2 {
+		t.Fatalf("destination %v, want primary,fallback", parts)
+	}
+	rr := c.send(t, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
+		ResponseHeaders: &extprocv3.HttpHeaders{Headers: hdrs(":status", "200", "x-dualmap-upstream-host", parts[1])}}})
+	removed := rr.GetResponseHeaders().GetResponse().GetHeaderMutation().GetRemoveHeaders()
+	if len(removed) != 1 || removed[0] != "x-dualmap-upstream-host" {
+		t.Errorf("response headers remove %v, want x-dualmap-upstream-host", removed)
+	}
+	for _, st := range ts.srv.pools[0].sched.Instances() {
+		if st.ID == parts[0] && st.Healthy {
+			t.Errorf("primary %s still healthy after Envoy fell back to %s", parts[0], parts[1])
+		}
+		if st.ID == parts[1] && !st.Healthy {
+			t.Errorf("fallback %s marked down", parts[1])
+		}
+	}
+}
+
+// With response_body: none, the response headers of a stream stand for its
+// first token.
+func TestResponseBodyNoneUsesHeaders(t *testing.T) {
+	cfg := parseConfig(t, fourInstances+"\n")
+	cfg.Routing.ResponseBody = "none"
+	ts := start(t, cfg, false)
+	c := ts.open(t)
+	defer c.close()
+	ts.post(t, c, "/v1/chat/completions", chat("m", "hi", true))
+	c.responseHeaders(t, "200")
+	for _, st := range ts.srv.pools[0].sched.Instances() {
+		if st.PendingTokens != 0 {
+			t.Errorf("%s still has %d pending prefill tokens after the stream's headers", st.ID, st.PendingTokens)
 		}
 	}
 }

@@ -40,6 +40,8 @@ type stream struct {
 	dispatched time.Time
 	routed     bool // req was given to the scheduler
 	settled    bool // completed or cancelled there
+	awaitBody  bool // response body chunks will tell first token and end
+	firstToken bool // the first non-empty response body chunk was seen
 	ready      chan result
 }
 
@@ -66,7 +68,7 @@ func (st *stream) handle(req *extprocv3.ProcessingRequest) *extprocv3.Processing
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
 		return st.onResponseHeaders(v.ResponseHeaders)
 	case *extprocv3.ProcessingRequest_ResponseBody:
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{}}}
+		return st.onResponseBody(v.ResponseBody)
 	case *extprocv3.ProcessingRequest_RequestTrailers:
 		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}}}
 	case *extprocv3.ProcessingRequest_ResponseTrailers:
@@ -281,42 +283,96 @@ func (st *stream) metadata(dec scheduler.Decision) *structpb.Struct {
 	return lbMetadata(st.s.cfg.Routing.Header, st.destination(dec))
 }
 
+// upstreamHostHeader is set by Envoy's route (response_headers_to_add:
+// %UPSTREAM_HOST%) to the endpoint that really served: the fallback when
+// the primary could not be reached.
+const upstreamHostHeader = "x-dualmap-upstream-host"
+
 func (st *stream) onResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
-	code := 0
+	code, served := 0, ""
 	if h.GetHeaders() != nil {
 		for _, kv := range h.Headers.Headers {
-			if kv.Key == ":status" {
+			switch kv.Key {
+			case ":status":
 				code, _ = strconv.Atoi(headerValue(kv))
+			case upstreamHostHeader:
+				served = headerValue(kv)
 			}
 		}
 	}
 	if st.routed && !st.settled && st.req != nil {
-		p := st.pool
-		if !st.dispatched.IsZero() {
-			st.s.m.firstByte.WithLabelValues(p.name).Observe(time.Since(st.dispatched).Seconds())
-		}
-		if code >= 500 {
-			st.s.upstreamFailed(p, st.dec.Instance)
-		} else if code >= 200 && code < 300 {
-			st.s.upstreamOK(p, st.dec.Instance)
-		}
-		var out scheduler.Outcome
-		if st.streaming && code >= 200 && code < 300 {
-			p.sched.FirstToken(st.req, &out) // first byte of a stream: its prefill is done
-		} else {
-			p.sched.Complete(st.req, &out)
-			st.settled = true
-		}
-		deliverOthers(&out, st)
+		st.responseStarted(code, served)
 	}
-	if !st.s.cfg.Routing.DebugHeaders || st.dec.Instance == "" {
-		return continueResponseHeaders(nil)
+	m := &extprocv3.HeaderMutation{RemoveHeaders: []string{upstreamHostHeader}}
+	if st.s.cfg.Routing.DebugHeaders && st.dec.Instance != "" {
+		m.SetHeaders = []*corev3.HeaderValueOption{
+			header("x-dualmap-instance", st.dec.Instance),
+			header("x-dualmap-reason", st.dec.Reason.String()),
+			header("x-dualmap-cached-tokens", strconv.Itoa(st.dec.CachedTokens)),
+		}
 	}
-	return continueResponseHeaders(&extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{
-		header("x-dualmap-instance", st.dec.Instance),
-		header("x-dualmap-reason", st.dec.Reason.String()),
-		header("x-dualmap-cached-tokens", strconv.Itoa(st.dec.CachedTokens)),
-	}})
+	return continueResponseHeaders(m)
+}
+
+// responseStarted handles the upstream's status: health attribution, and
+// the scheduler's view of the request.
+func (st *stream) responseStarted(code int, served string) {
+	p := st.pool
+	if !st.dispatched.IsZero() {
+		st.s.m.firstByte.WithLabelValues(p.name).Observe(time.Since(st.dispatched).Seconds())
+	}
+	if served == "" {
+		served = st.dec.Instance
+	}
+	if served != st.dec.Instance {
+		// Envoy retried on the fallback: the primary was unreachable.
+		st.s.upstreamFailed(p, st.dec.Instance)
+	}
+	switch {
+	case code >= 500:
+		st.s.upstreamFailed(p, served)
+	case code >= 200 && code < 300:
+		st.s.upstreamOK(p, served)
+	}
+	ok := code >= 200 && code < 300
+	switch {
+	case ok && st.s.cfg.Routing.ResponseBody == "streamed":
+		st.awaitBody = true // first token and end come with the body
+	case ok && st.streaming:
+		st.settle(false) // headers are the best first-token signal we get
+	default:
+		st.settle(true)
+	}
+}
+
+// onResponseBody sees a streamed response body chunk: the first non-empty
+// chunk of a streaming response is its first token; the last one ends it.
+func (st *stream) onResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	if st.awaitBody && !st.settled && st.req != nil {
+		if !st.firstToken && len(b.Body) > 0 {
+			st.firstToken = true
+			if st.streaming {
+				st.settle(false)
+			}
+		}
+		if b.EndOfStream {
+			st.settle(true)
+		}
+	}
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{}}}
+}
+
+// settle reports the request's progress to the scheduler: its prefill is
+// done (FirstToken; it feeds the TTFT estimator), or it is over (Complete).
+func (st *stream) settle(done bool) {
+	var out scheduler.Outcome
+	if done {
+		st.pool.sched.Complete(st.req, &out)
+		st.settled = true
+	} else {
+		st.pool.sched.FirstToken(st.req, &out)
+	}
+	deliverOthers(&out, st)
 }
 
 // finish runs when the stream ends: the response is over or the client
