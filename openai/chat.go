@@ -54,28 +54,36 @@ func (r *reader) chatMessages(p *param) (msgs []Message, present bool, err error
 	default:
 		return nil, false, r.typeErr(p, "an array of messages")
 	}
+	msgs, err = r.messageArray(p, r.chatMessage)
+	return msgs, err == nil, err
+}
+
+// messageArray reads a non-empty array positioned at its '[', one element
+// at a time with one.
+func (r *reader) messageArray(p *param, one func(*param) (Message, error)) ([]Message, error) {
 	if err := r.open(); err != nil {
-		return nil, false, err
+		return nil, err
 	}
+	var msgs []Message
 	for i := 0; ; i++ {
 		ok, err := r.nextElem(i == 0)
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		if !ok {
 			break
 		}
 		ep := elem(p, i)
-		m, err := r.chatMessage(&ep)
+		m, err := one(&ep)
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		msgs = append(msgs, m)
 	}
 	if len(msgs) == 0 {
-		return nil, false, errEmptyArray(p)
+		return nil, errEmptyArray(p)
 	}
-	return msgs, true, nil
+	return msgs, nil
 }
 
 // chatRoles is the list of chat roles for error messages; isChatRole is the

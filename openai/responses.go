@@ -64,28 +64,8 @@ func (r *reader) responsesInput(p *param) (items []Message, present bool, err er
 	default:
 		return nil, false, r.typeErr(p, "a string or an array of input items")
 	}
-	if err := r.open(); err != nil {
-		return nil, false, err
-	}
-	for i := 0; ; i++ {
-		ok, err := r.nextElem(i == 0)
-		if err != nil {
-			return nil, false, err
-		}
-		if !ok {
-			break
-		}
-		ep := elem(p, i)
-		m, err := r.inputItem(&ep)
-		if err != nil {
-			return nil, false, err
-		}
-		items = append(items, m)
-	}
-	if len(items) == 0 {
-		return nil, false, errEmptyArray(p)
-	}
-	return items, true, nil
+	items, err = r.messageArray(p, r.inputItem)
+	return items, err == nil, err
 }
 
 const responsesRoles = "'user', 'assistant', 'system' and 'developer'"
