@@ -54,13 +54,14 @@ func (r *reader) chatMessages(p *param) (msgs []Message, present bool, err error
 	default:
 		return nil, false, r.typeErr(p, "an array of messages")
 	}
-	msgs, err = r.messageArray(p, r.chatMessage)
+	msgs, err = r.messageArray(p, func(ep param) (Message, error) { return r.chatMessage(&ep) })
 	return msgs, err == nil, err
 }
 
 // messageArray reads a non-empty array positioned at its '[', one element
-// at a time with one.
-func (r *reader) messageArray(p *param, one func(*param) (Message, error)) ([]Message, error) {
+// at a time with one (given the element's param by value, so it stays on
+// the stack).
+func (r *reader) messageArray(p *param, one func(param) (Message, error)) ([]Message, error) {
 	if err := r.open(); err != nil {
 		return nil, err
 	}
@@ -73,8 +74,7 @@ func (r *reader) messageArray(p *param, one func(*param) (Message, error)) ([]Me
 		if !ok {
 			break
 		}
-		ep := elem(p, i)
-		m, err := one(&ep)
+		m, err := one(elem(p, i))
 		if err != nil {
 			return nil, err
 		}

@@ -64,7 +64,7 @@ func (r *reader) responsesInput(p *param) (items []Message, present bool, err er
 	default:
 		return nil, false, r.typeErr(p, "a string or an array of input items")
 	}
-	items, err = r.messageArray(p, r.inputItem)
+	items, err = r.messageArray(p, func(ep param) (Message, error) { return r.inputItem(&ep) })
 	return items, err == nil, err
 }
 
