@@ -100,6 +100,16 @@ type Limits struct {
 	// gets 429 with Retry-After (default 30s). Envoy's ext_proc
 	// message_timeout must be above it.
 	MaxQueueWait time.Duration `yaml:"max_queue_wait"`
+	// QueueOrder is the router queue's order: "deadline" (default: requests
+	// that can still meet their SLO first) or "cache" (cached tokens plus
+	// aging only).
+	QueueOrder string `yaml:"queue_order"`
+	// LateRequests is what a deadline-ordered queue does with a request that
+	// can no longer meet its SLO: "idle" (default: dispatch it only to an
+	// instance with no prefill pending), "serve" (dispatch it whenever
+	// nothing on time waits) or "reject" (503 at once, so the client can
+	// retry elsewhere).
+	LateRequests string `yaml:"late_requests"`
 }
 
 // Routing says how decisions reach Envoy.

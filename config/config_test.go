@@ -60,6 +60,8 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"dns port", "pools:\n  - dns: {name: vllm.svc, port: 0}\n", "pools[0].dns.port"},
 		{"missing tokenizer", "pools:\n  - instances: [{address: 10.0.0.1:80}]\n    tokenizer: /nonexistent/tok.json\n", "pools[0].tokenizer"},
 		{"log level", minimal + "log: {level: loud}\n", "log.level"},
+		{"queue order", minimal + "limits: {queue_order: fifo}\n", "limits.queue_order"},
+		{"late requests", minimal + "limits: {late_requests: drop}\n", "limits.late_requests"},
 		{"not yaml", "pools: [\n", "pools"},
 	}
 	for _, tt := range tests {

@@ -2,6 +2,8 @@ package config
 
 import (
 	"time"
+
+	"github.com/dualmap/dualmap/scheduler"
 )
 
 // Defaults, written once.
@@ -76,6 +78,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Limits.MaxQueueWait == 0 {
 		c.Limits.MaxQueueWait = 30 * time.Second
+	}
+	if c.Limits.QueueOrder == "" {
+		c.Limits.QueueOrder = scheduler.OrderDeadline
+	}
+	if c.Limits.LateRequests == "" {
+		c.Limits.LateRequests = scheduler.LateIdle
 	}
 	if c.Routing.Header == "" {
 		c.Routing.Header = DefaultHeader

@@ -89,6 +89,13 @@ func (c Config) Validate() error {
 	if len(c.Pools) == 0 {
 		return invalid("pools", "at least one pool is required")
 	}
+	// Checked before the pools, whose scheduler configurations include them.
+	if o := c.Limits.QueueOrder; o != scheduler.OrderDeadline && o != scheduler.OrderCache {
+		return invalid("limits.queue_order", "%q is not deadline or cache", o)
+	}
+	if l := c.Limits.LateRequests; !slices.Contains([]string{scheduler.LateIdle, scheduler.LateServe, scheduler.LateReject}, l) {
+		return invalid("limits.late_requests", "%q is not idle, serve or reject", l)
+	}
 	names := map[string]bool{}
 	models := map[string]string{}
 	for i, p := range c.Pools {
@@ -212,7 +219,8 @@ func (c Config) SchedulerConfig(p Pool) scheduler.Config {
 		Candidates:  p.Candidates,
 		CacheTokens: p.CacheTokens,
 		Cost:        scheduler.CostConfig{PerToken: p.PerTokenSeconds},
-		Queue:       scheduler.QueueConfig{Budget: budget, MaxWait: c.Limits.MaxQueueWait},
+		Queue: scheduler.QueueConfig{Budget: budget, MaxWait: c.Limits.MaxQueueWait,
+			Order: c.Limits.QueueOrder, Late: c.Limits.LateRequests},
 	}
 }
 

@@ -54,6 +54,9 @@ func classify(err error, retryAfter time.Duration) httpError {
 	case errors.Is(err, scheduler.ErrQueueTimeout):
 		return httpError{status: 429, kind: "queue_timeout", retryAfter: retryAfter,
 			body: errorJSON("the model servers are saturated; retry later", "rate_limit_exceeded", "", "queue_timeout")}
+	case errors.Is(err, scheduler.ErrLate):
+		return httpError{status: 503, kind: "late", retryAfter: retryAfter,
+			body: errorJSON("the request can no longer meet its time-to-first-token objective here; retry later", "service_unavailable", "", "slo_unreachable")}
 	case errors.Is(err, errTokenize):
 		return httpError{status: 400, kind: "tokenize", body: errorJSON(err.Error(), "invalid_request_error", "", "tokenize")}
 	}

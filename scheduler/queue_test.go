@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 )
@@ -12,7 +13,7 @@ import (
 func victimWait(t *testing.T, aging float64) time.Duration {
 	cfg := Config{
 		Policy: "cache-affinity",
-		Queue:  QueueConfig{Budget: 1000, AgingRate: aging},
+		Queue:  QueueConfig{Budget: 1000, AgingRate: aging, Order: OrderCache},
 	}
 	s, clk := mustNew(t, cfg, 1)
 	var out Outcome
@@ -139,5 +140,103 @@ func TestCancelQueuedAndInflight(t *testing.T) {
 	s.Complete(a, &out) // a second finish is ignored
 	if st := state(s, pool(1)[0].ID); st.Running != 0 {
 		t.Errorf("Running = %d after double finish, want 0", st.Running)
+	}
+}
+
+// TestQueueLateRequests queues A, which then misses its 1 s SLO while it
+// waits, and B, which can still make its SLO, behind a large request X, and
+// checks the order in which each queue discipline dispatches them.
+func TestQueueLateRequests(t *testing.T) {
+	tests := []struct {
+		order, late string
+		first       []string // dispatched when X's prefill ends
+		second      []string // dispatched when B's prefill ends
+		failed      []string // failed with ErrLate
+	}{
+		{OrderCache, LateIdle, []string{"A", "B"}, nil, nil},
+		{OrderDeadline, LateServe, []string{"B", "A"}, nil, nil},
+		{OrderDeadline, LateIdle, []string{"B"}, []string{"A"}, nil},
+		{OrderDeadline, LateReject, []string{"B"}, nil, []string{"A"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.order+"/"+tt.late, func(t *testing.T) {
+			cfg := Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 5000, Order: tt.order, Late: tt.late}}
+			s, clk := mustNew(t, cfg, 1)
+			names := map[*Request]string{}
+			x := req(prompt(1, 1, 0, 8)) // 4096 tokens: dispatched
+			a := req(prompt(2, 2, 0, 4)) // 2048 tokens: 4096+2048 > budget, queued
+			a.SLO = time.Second
+			b := req(prompt(3, 3, 0, 4))
+			names[x], names[a], names[b] = "X", "A", "B"
+			if d := route(t, s, x); d.Queued {
+				t.Fatal("X queued, want dispatched")
+			}
+			if d := route(t, s, a); !d.Queued {
+				t.Fatal("A dispatched, want queued")
+			}
+			clk.Advance(2 * time.Second) // A is past its SLO
+			if d := route(t, s, b); !d.Queued {
+				t.Fatal("B dispatched, want queued")
+			}
+			var out Outcome
+			s.FirstToken(x, &out)
+			got := func() []string {
+				var n []string
+				for _, d := range out.Dispatched {
+					n = append(n, names[d.Request])
+				}
+				return n
+			}
+			if g := got(); !slices.Equal(g, tt.first) {
+				t.Errorf("after X's first token dispatched %v, want %v", g, tt.first)
+			}
+			var failed []string
+			for _, f := range out.Failed {
+				if !errors.Is(f.Err, ErrLate) {
+					t.Errorf("failure %v, want ErrLate", f.Err)
+				}
+				failed = append(failed, names[f.Request])
+			}
+			if !slices.Equal(failed, tt.failed) {
+				t.Errorf("failed %v, want %v", failed, tt.failed)
+			}
+			out.Reset()
+			clk.Advance(time.Second)
+			s.FirstToken(b, &out)
+			if g := got(); !slices.Equal(g, tt.second) {
+				t.Errorf("after B's first token dispatched %v, want %v", g, tt.second)
+			}
+			if n := s.QueueLen(); n != 0 {
+				t.Errorf("%d requests still queued, want 0", n)
+			}
+			if st := s.Stats(); st.Late != uint64(len(tt.failed)) {
+				t.Errorf("Stats().Late = %d, want %d", st.Late, len(tt.failed))
+			}
+		})
+	}
+}
+
+func TestQueueConfigValidation(t *testing.T) {
+	for _, q := range []QueueConfig{{Order: "fifo"}, {Late: "drop"}} {
+		if _, err := New(Config{Queue: q}, pool(2)); err == nil {
+			t.Errorf("New() with %+v succeeded, want an error", q)
+		}
+	}
+}
+
+// TestQueueRejectOnArrival: with LateReject, a request that cannot meet its
+// SLO even when it arrives gets ErrLate from Route itself.
+func TestQueueRejectOnArrival(t *testing.T) {
+	cfg := Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 5000, Late: LateReject}}
+	s, _ := mustNew(t, cfg, 1)
+	route(t, s, req(prompt(1, 1, 0, 8))) // 4096 tokens pending
+	r := req(prompt(2, 2, 0, 8))
+	r.SLO = time.Millisecond
+	var out Outcome
+	if _, err := s.Route(r, &out); !errors.Is(err, ErrLate) {
+		t.Fatalf("Route() error = %v, want ErrLate", err)
+	}
+	if len(out.Failed) != 0 || s.QueueLen() != 0 {
+		t.Errorf("out.Failed = %d, queued = %d; want the rejection only in the error", len(out.Failed), s.QueueLen())
 	}
 }

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -128,8 +129,8 @@ func (o *Outcome) Reset() {
 
 // Stats are cumulative counters.
 type Stats struct {
-	Routed, Dispatched, Completed, Cancelled uint64
-	Migrations, Rerouted, Expired, Failed    uint64
+	Routed, Dispatched, Completed, Cancelled    uint64
+	Migrations, Rerouted, Expired, Late, Failed uint64
 }
 
 // Scheduler routes requests over a pool of instances. All methods are safe
@@ -282,6 +283,10 @@ func (s *Scheduler) fallback(ch choice, cands []int32) *instance {
 // (Decision.Queued is false, and r is also in out.Dispatched) or queues it
 // in that instance's router queue (Decision.Queued is true), to be
 // dispatched, migrated or failed by a later call, whose Outcome says so.
+// With Queue.Late = LateReject a request already late when it arrives
+// (e.g. its SLO is shorter than the instance's pending prefill) fails at
+// once with ErrLate. Other requests the call dispatched or failed are in
+// out whether or not it returns an error.
 func (s *Scheduler) Route(r *Request, out *Outcome) (Decision, error) {
 	if err := checkRequest(r); err != nil {
 		return Decision{}, err
@@ -303,6 +308,14 @@ func (s *Scheduler) Route(r *Request, out *Outcome) (Decision, error) {
 		s.kd.observe(r.Blocks, d, now)
 	}
 	s.stats.Routed++
+	if r.state == stateDone {
+		// Rejected as late by its own queue's drain: reported here, not
+		// in out.Failed.
+		if out != nil {
+			out.Failed = slices.DeleteFunc(out.Failed, func(f Failure) bool { return f.Request == r })
+		}
+		return Decision{}, ErrLate
+	}
 	return r.dec, nil
 }
 

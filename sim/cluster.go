@@ -231,10 +231,9 @@ func (c *cluster) arrive(r *request) {
 	if err != nil {
 		r.failed = true
 		c.ended++
-		return
 	}
 	r.depth = d.KeyDepth
-	c.handle(s)
+	c.handle(s) // the call may have dispatched or failed others
 }
 
 // handle acts on the outcome of a call to replica s.

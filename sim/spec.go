@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dualmap/dualmap/scheduler"
 )
@@ -16,8 +17,10 @@ import (
 // Keys are the policy's parameters, plus some that set the scheduler
 // around it: candidates (rings, 1-4), key_depth (a fixed key length in
 // blocks; 0 = adaptive), budget (router-queue budget in tokens), split (the
-// key-depth split factor: split above split/n of the traffic) and window
-// (the key-depth window in requests).
+// key-depth split factor: split above split/n of the traffic), window
+// (the key-depth window in requests), order and late (the router queue's
+// order and its handling of late requests, see scheduler.QueueConfig) and
+// oldest_wait (seconds: the rebalancer's OldestWait).
 type Spec struct {
 	Label      string
 	Policy     string
@@ -27,6 +30,9 @@ type Spec struct {
 	Budget     int
 	Split      float64 // key-depth split factor (x 1/n)
 	Window     int     // key-depth window in requests
+	Order      string  // router-queue order (scheduler.OrderDeadline, OrderCache)
+	Late       string  // router-queue handling of late requests (scheduler.LateServe...)
+	OldestWait float64 // rebalancer: hotspot when the oldest queued request waited this long (s)
 }
 
 // PaperPreset is the name of the DualMap variant with the paper's literal
@@ -83,6 +89,12 @@ func ParseSpec(s string) (Spec, error) {
 			sp.Split, err = strconv.ParseFloat(v, 64)
 		case "window":
 			sp.Window, err = strconv.Atoi(v)
+		case "order":
+			sp.Order = v
+		case "late":
+			sp.Late = v
+		case "oldest_wait":
+			sp.OldestWait, err = strconv.ParseFloat(v, 64)
 		default:
 			sp.Params[k] = v
 		}
@@ -110,6 +122,15 @@ func (sp Spec) apply(o Options) Options {
 	}
 	if sp.Window > 0 {
 		o.Scheduler.KeyDepth.Window = sp.Window
+	}
+	if sp.Order != "" {
+		o.Scheduler.Queue.Order = sp.Order
+	}
+	if sp.Late != "" {
+		o.Scheduler.Queue.Late = sp.Late
+	}
+	if sp.OldestWait > 0 {
+		o.Scheduler.Rebalance.OldestWait = time.Duration(sp.OldestWait * float64(time.Second))
 	}
 	return o
 }
