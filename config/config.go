@@ -107,8 +107,9 @@ type Limits struct {
 	// LateRequests is what a deadline-ordered queue does with a request that
 	// can no longer meet its SLO: "idle" (default: dispatch it only to an
 	// instance with no prefill pending), "serve" (dispatch it whenever
-	// nothing on time waits) or "reject" (503 at once, so the client can
-	// retry elsewhere).
+	// nothing on time waits) or "reject" (as "idle", but 503 as soon as it
+	// could not make its SLO even on an idle instance, so the client can
+	// retry elsewhere at once).
 	LateRequests string `yaml:"late_requests"`
 }
 

@@ -75,7 +75,8 @@ const (
 	// LateIdle dispatches a late request only to an instance with no
 	// prefill pending: late work never delays work that can be on time.
 	LateIdle = "idle"
-	// LateReject fails a late request at once with ErrLate.
+	// LateReject fails a late request with ErrLate as soon as it cannot
+	// make its SLO even on an idle instance (before that, as LateIdle).
 	LateReject = "reject"
 )
 
@@ -153,6 +154,13 @@ func (s *Scheduler) priority(in *instance, r *Request, now time.Duration) float6
 	return p
 }
 
+// missed reports whether r cannot make its SLO even on an idle instance:
+// its wait so far plus its own estimated prefill exceed the objective.
+func (s *Scheduler) missed(in *instance, r *Request, now time.Duration) bool {
+	left := (s.sloOf(r) - (now - r.arrived)).Seconds()
+	return left < in.est.ttft(0, r.uncached)
+}
+
 // late reports whether r, dispatched to in now, would reach its first token
 // after its SLO: its wait so far plus the estimated prefill of the work
 // already dispatched to in and its own exceed the objective. Such a request
@@ -185,7 +193,7 @@ func (s *Scheduler) drain(in *instance, now time.Duration, out *Outcome) {
 	for len(in.queue) > 0 {
 		r := in.queue[s.top(in, now)]
 		if deadline && s.cfg.Queue.Late != LateServe && s.late(in, r, now) {
-			if s.cfg.Queue.Late == LateReject {
+			if s.cfg.Queue.Late == LateReject && s.missed(in, r, now) {
 				s.dequeue(r)
 				r.state = stateDone
 				s.stats.Late++
@@ -194,6 +202,8 @@ func (s *Scheduler) drain(in *instance, now time.Duration, out *Outcome) {
 				}
 				continue
 			}
+			// LateIdle; and LateReject for a request that could still
+			// make it on an idle instance.
 			if in.pendingTokens > 0 {
 				return
 			}
