@@ -13,7 +13,7 @@ const (
 	DefaultBlockSize    = 16
 	DefaultCacheTokens  = 1_200_000
 	DefaultPerToken     = 0.00016
-	DefaultCandidates   = 3
+	DefaultCandidates   = 4
 	DefaultMaxBodyBytes = 4 << 20
 	DefaultQueueBudget  = 20480
 	DefaultHeader       = "x-gateway-destination-endpoint"

@@ -20,7 +20,7 @@ type Config struct {
 	// BlockSize is the tokens per block of Request.Blocks (default 512).
 	BlockSize int
 	// Candidates is the number of hash rings, i.e. candidates per key
-	// (default 3, chosen by measurement: see docs/evaluation.md; the
+	// (default 4, chosen by measurement: see docs/evaluation.md; the
 	// paper's pair is 2; 1 to 4).
 	Candidates int
 	// VirtualNodes is the points per instance of weight 1 on each ring
@@ -52,7 +52,7 @@ func (c Config) withDefaults() Config {
 		c.BlockSize = 512
 	}
 	if c.Candidates == 0 {
-		c.Candidates = 3
+		c.Candidates = 4
 	}
 	if c.VirtualNodes == 0 {
 		c.VirtualNodes = DefaultVirtualNodes
