@@ -111,6 +111,9 @@ type Limits struct {
 	// could not make its SLO even on an idle instance, so the client can
 	// retry elsewhere at once).
 	LateRequests string `yaml:"late_requests"`
+	// LateIdleRunning: under "idle", an instance with fewer requests in
+	// flight than this and no prefill pending counts as idle (default 8).
+	LateIdleRunning int `yaml:"late_idle_running"`
 }
 
 // Routing says how decisions reach Envoy.

@@ -85,6 +85,9 @@ func (c Config) WithDefaults() Config {
 	if c.Limits.LateRequests == "" {
 		c.Limits.LateRequests = scheduler.LateIdle
 	}
+	if c.Limits.LateIdleRunning == 0 {
+		c.Limits.LateIdleRunning = 8
+	}
 	if c.Routing.Header == "" {
 		c.Routing.Header = DefaultHeader
 	}

@@ -96,6 +96,9 @@ func (c Config) Validate() error {
 	if l := c.Limits.LateRequests; !slices.Contains([]string{scheduler.LateIdle, scheduler.LateServe, scheduler.LateReject}, l) {
 		return invalid("limits.late_requests", "%q is not idle, serve or reject", l)
 	}
+	if c.Limits.LateIdleRunning < 0 {
+		return invalid("limits.late_idle_running", "must be >= 0, got %d", c.Limits.LateIdleRunning)
+	}
 	names := map[string]bool{}
 	models := map[string]string{}
 	for i, p := range c.Pools {
@@ -220,7 +223,7 @@ func (c Config) SchedulerConfig(p Pool) scheduler.Config {
 		CacheTokens: p.CacheTokens,
 		Cost:        scheduler.CostConfig{PerToken: p.PerTokenSeconds},
 		Queue: scheduler.QueueConfig{Budget: budget, MaxWait: c.Limits.MaxQueueWait,
-			Order: c.Limits.QueueOrder, Late: c.Limits.LateRequests},
+			Order: c.Limits.QueueOrder, Late: c.Limits.LateRequests, IdleRunning: c.Limits.LateIdleRunning},
 	}
 }
 

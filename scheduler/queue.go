@@ -29,11 +29,12 @@ import (
 // request is late when its wait so far plus the estimated prefill of the
 // work dispatched to the instance and its own exceed its TTFT SLO. Late
 // requests go behind every request that can still make it; by default
-// (Late = LateIdle) they are dispatched only to an instance with no
-// prefill pending, so under overload the engine spends its capacity on
-// requests that can still meet the SLO instead of on ones that have missed
-// it, and a late request is still served (or fails after MaxWait) rather
-// than dropped. Under cache-first order alone a saturated instance serves
+// (Late = LateIdle) they are dispatched only to an idle instance (no
+// prefill pending, few requests in flight), so under overload the engine
+// spends its capacity on requests that can still meet the SLO instead of on
+// ones that have missed it (whose answers would also slow every decode step
+// for minutes), and a late request is still served when load drops (or
+// fails after MaxWait) rather than dropped. Under cache-first order alone a saturated instance serves
 // everything late once its backlog exceeds the SLO; the simulator shows
 // attainment at 7 QPS on the conversation trace going from 10.6% to 73%
 // (docs/evaluation.md).
@@ -59,6 +60,12 @@ type QueueConfig struct {
 	// Late says what OrderDeadline does with a request that can no longer
 	// meet its SLO: LateIdle (default), LateServe or LateReject.
 	Late string
+	// IdleRunning: under LateIdle an instance is idle when it has no
+	// prefill pending and fewer than IdleRunning requests in flight
+	// (default 8). A late request dispatched to a busy engine still
+	// decodes there for its whole answer, slowing every step of the
+	// requests that could make their SLO.
+	IdleRunning int
 }
 
 // Queue orders.
@@ -72,8 +79,9 @@ const (
 	// LateServe dispatches late requests when no request that can still
 	// make its SLO is waiting and the budget allows.
 	LateServe = "serve"
-	// LateIdle dispatches a late request only to an instance with no
-	// prefill pending: late work never delays work that can be on time.
+	// LateIdle dispatches a late request only to an idle instance (no
+	// prefill pending, fewer than IdleRunning requests in flight): late
+	// work does not delay work that can be on time.
 	LateIdle = "idle"
 	// LateReject fails a late request with ErrLate as soon as it cannot
 	// make its SLO even on an idle instance (before that, as LateIdle).
@@ -94,6 +102,9 @@ func (c QueueConfig) withDefaults() QueueConfig {
 	if c.Late == "" {
 		c.Late = LateIdle
 	}
+	if c.IdleRunning == 0 {
+		c.IdleRunning = 8
+	}
 	return c
 }
 
@@ -107,6 +118,8 @@ func (c QueueConfig) validate() error {
 		return fmt.Errorf("queue.max_wait must be >= 0, got %v", c.MaxWait)
 	case c.Order != OrderCache && c.Order != OrderDeadline:
 		return fmt.Errorf("queue.order must be %q or %q, got %q", OrderDeadline, OrderCache, c.Order)
+	case c.IdleRunning < 0:
+		return fmt.Errorf("queue.idle_running must be >= 0, got %d", c.IdleRunning)
 	case c.Late != LateServe && c.Late != LateIdle && c.Late != LateReject:
 		return fmt.Errorf("queue.late must be %q, %q or %q, got %q", LateServe, LateIdle, LateReject, c.Late)
 	}
@@ -152,6 +165,11 @@ func (s *Scheduler) priority(in *instance, r *Request, now time.Duration) float6
 		p -= lateRank
 	}
 	return p
+}
+
+// idle reports whether in may take a late request under LateIdle.
+func (s *Scheduler) idle(in *instance) bool {
+	return in.pendingTokens == 0 && in.running+in.remote.Running < s.cfg.Queue.IdleRunning
 }
 
 // missed reports whether r cannot make its SLO even on an idle instance:
@@ -204,7 +222,7 @@ func (s *Scheduler) drain(in *instance, now time.Duration, out *Outcome) {
 			}
 			// LateIdle; and LateReject for a request that could still
 			// make it on an idle instance.
-			if in.pendingTokens > 0 {
+			if !s.idle(in) {
 				return
 			}
 		}

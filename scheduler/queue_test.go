@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -149,18 +150,21 @@ func TestCancelQueuedAndInflight(t *testing.T) {
 func TestQueueLateRequests(t *testing.T) {
 	tests := []struct {
 		order, late string
+		idleRunning int
 		first       []string // dispatched when X's prefill ends
 		second      []string // dispatched when B's prefill ends
 		failed      []string // failed with ErrLate
 	}{
-		{OrderCache, LateIdle, []string{"A", "B"}, nil, nil},
-		{OrderDeadline, LateServe, []string{"B", "A"}, nil, nil},
-		{OrderDeadline, LateIdle, []string{"B"}, []string{"A"}, nil},
-		{OrderDeadline, LateReject, []string{"B"}, nil, []string{"A"}},
+		{OrderCache, LateIdle, 0, []string{"A", "B"}, nil, nil},
+		{OrderDeadline, LateServe, 0, []string{"B", "A"}, nil, nil},
+		{OrderDeadline, LateIdle, 0, []string{"B"}, []string{"A"}, nil},
+		// X and B still decode: not idle with IdleRunning 2, A waits.
+		{OrderDeadline, LateIdle, 2, []string{"B"}, nil, nil},
+		{OrderDeadline, LateReject, 0, []string{"B"}, nil, []string{"A"}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.order+"/"+tt.late, func(t *testing.T) {
-			cfg := Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 5000, Order: tt.order, Late: tt.late}}
+		t.Run(fmt.Sprintf("%s/%s/%d", tt.order, tt.late, tt.idleRunning), func(t *testing.T) {
+			cfg := Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 5000, Order: tt.order, Late: tt.late, IdleRunning: tt.idleRunning}}
 			s, clk := mustNew(t, cfg, 1)
 			names := map[*Request]string{}
 			x := req(prompt(1, 1, 0, 8)) // 4096 tokens: dispatched
@@ -206,8 +210,9 @@ func TestQueueLateRequests(t *testing.T) {
 			if g := got(); !slices.Equal(g, tt.second) {
 				t.Errorf("after B's first token dispatched %v, want %v", g, tt.second)
 			}
-			if n := s.QueueLen(); n != 0 {
-				t.Errorf("%d requests still queued, want 0", n)
+			want := 2 - len(tt.first) - len(tt.second) - len(tt.failed) // A and B were queued
+			if n := s.QueueLen(); n != want {
+				t.Errorf("%d requests still queued, want %d", n, want)
 			}
 			if st := s.Stats(); st.Late != uint64(len(tt.failed)) {
 				t.Errorf("Stats().Late = %d, want %d", st.Late, len(tt.failed))
@@ -217,7 +222,7 @@ func TestQueueLateRequests(t *testing.T) {
 }
 
 func TestQueueConfigValidation(t *testing.T) {
-	for _, q := range []QueueConfig{{Order: "fifo"}, {Late: "drop"}} {
+	for _, q := range []QueueConfig{{Order: "fifo"}, {Late: "drop"}, {IdleRunning: -1}} {
 		if _, err := New(Config{Queue: q}, pool(2)); err == nil {
 			t.Errorf("New() with %+v succeeded, want an error", q)
 		}
