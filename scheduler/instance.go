@@ -46,6 +46,7 @@ type instance struct {
 
 	queue         []*Request // router queue, unordered; see queue.go
 	queuedTokens  int
+	lateTokens    int // of queuedTokens, late requests' as of the last drain: they wait behind every other
 	pendingTokens int
 	running       int
 	remote        Load // other replicas' contribution, as last reported
@@ -68,7 +69,7 @@ func (in *instance) ready() bool { return in.healthy && !in.draining && in.idx >
 // engine reports a longer queue of its own (traffic the routers do not
 // see, estimates that drifted), that queue at the average request size.
 func (in *instance) ahead() int {
-	own := in.queuedTokens + in.pendingTokens + in.remote.QueuedTokens + in.remote.PendingTokens
+	own := in.queuedTokens - in.lateTokens + in.pendingTokens + in.remote.QueuedTokens + in.remote.PendingTokens
 	return max(own, int(float64(in.engine.Waiting)*in.avgUncached))
 }
 

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -26,8 +27,8 @@ import (
 // requests that arrived before it.
 //
 // With Order = OrderDeadline (the default) the queue is also SLO-aware: a
-// request is late when its wait so far plus the estimated prefill of the
-// work dispatched to the instance and its own exceed its TTFT SLO. Late
+// request is late when its wait so far plus its own estimated prefill
+// exceed its TTFT SLO, i.e. it has missed the SLO whatever happens next. Late
 // requests go behind every request that can still make it; by default
 // (Late = LateIdle) they are dispatched only to an idle instance (no
 // prefill pending, few requests in flight), so under overload the engine
@@ -83,8 +84,7 @@ const (
 	// prefill pending, fewer than IdleRunning requests in flight): late
 	// work does not delay work that can be on time.
 	LateIdle = "idle"
-	// LateReject fails a late request with ErrLate as soon as it cannot
-	// make its SLO even on an idle instance (before that, as LateIdle).
+	// LateReject fails a late request at once with ErrLate.
 	LateReject = "reject"
 )
 
@@ -148,6 +148,10 @@ func (s *Scheduler) dequeue(r *Request) {
 	in.queue[last] = nil
 	in.queue = in.queue[:last]
 	in.queuedTokens -= r.uncached
+	if len(in.queue) == 0 {
+		in.lateTokens = 0
+	}
+	in.lateTokens = min(in.lateTokens, in.queuedTokens)
 }
 
 func (s *Scheduler) admissible(in *instance, r *Request) bool {
@@ -172,30 +176,28 @@ func (s *Scheduler) idle(in *instance) bool {
 	return in.pendingTokens == 0 && in.running+in.remote.Running < s.cfg.Queue.IdleRunning
 }
 
-// missed reports whether r cannot make its SLO even on an idle instance:
-// its wait so far plus its own estimated prefill exceed the objective.
-func (s *Scheduler) missed(in *instance, r *Request, now time.Duration) bool {
-	left := (s.sloOf(r) - (now - r.arrived)).Seconds()
-	return left < in.est.ttft(0, r.uncached)
-}
-
-// late reports whether r, dispatched to in now, would reach its first token
-// after its SLO: its wait so far plus the estimated prefill of the work
-// already dispatched to in and its own exceed the objective. Such a request
-// has (almost surely) missed already; serving it before one that can still
-// make it turns one miss into two.
+// late reports whether r has missed its SLO whatever happens next: its
+// wait so far plus its own prefill exceed the objective, even on an idle
+// instance. The prefill is costed at the lower of the learned and the prior
+// per-token cost: with several replicas the learned cost also absorbs work
+// this replica does not see and runs high, and a request judged late by
+// mistake would wait for an idle instance for nothing.
 func (s *Scheduler) late(in *instance, r *Request, now time.Duration) bool {
 	left := (s.sloOf(r) - (now - r.arrived)).Seconds()
-	return left < in.est.ttft(in.pendingTokens+in.remote.PendingTokens, r.uncached)
+	return left < min(in.est.cost, s.cfg.Cost.PerToken)*float64(r.uncached)
 }
 
 // top returns the index of the request to dispatch next from in's queue.
+// It also refreshes in.lateTokens, the queued tokens of late requests.
 func (s *Scheduler) top(in *instance, now time.Duration) int {
 	best := 0
-	bp := s.priority(in, in.queue[0], now)
-	for i := 1; i < len(in.queue); i++ {
-		r := in.queue[i]
+	bp := math.Inf(-1)
+	in.lateTokens = 0
+	for i, r := range in.queue {
 		p := s.priority(in, r, now)
+		if p < -lateRank/2 {
+			in.lateTokens += r.uncached
+		}
 		if p > bp || (p == bp && r.enqueued < in.queue[best].enqueued) {
 			best, bp = i, p
 		}
@@ -211,7 +213,7 @@ func (s *Scheduler) drain(in *instance, now time.Duration, out *Outcome) {
 	for len(in.queue) > 0 {
 		r := in.queue[s.top(in, now)]
 		if deadline && s.cfg.Queue.Late != LateServe && s.late(in, r, now) {
-			if s.cfg.Queue.Late == LateReject && s.missed(in, r, now) {
+			if s.cfg.Queue.Late == LateReject {
 				s.dequeue(r)
 				r.state = stateDone
 				s.stats.Late++
@@ -220,8 +222,6 @@ func (s *Scheduler) drain(in *instance, now time.Duration, out *Outcome) {
 				}
 				continue
 			}
-			// LateIdle; and LateReject for a request that could still
-			// make it on an idle instance.
 			if !s.idle(in) {
 				return
 			}

@@ -43,7 +43,7 @@ func (s *Scheduler) LocalLoad(dst map[string]Load) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, in := range s.members {
-		dst[in.ID] = Load{Queued: len(in.queue), QueuedTokens: in.queuedTokens, PendingTokens: in.pendingTokens, Running: in.running}
+		dst[in.ID] = Load{Queued: len(in.queue), QueuedTokens: in.queuedTokens - in.lateTokens, PendingTokens: in.pendingTokens, Running: in.running}
 	}
 }
 

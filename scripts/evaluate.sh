@@ -5,10 +5,10 @@ cd "$(dirname "$0")/.."
 OUT=${1:-out/eval}; mkdir -p "$OUT"
 T=${TRACE:-../shared/traces/conversation_trace.jsonl}
 B=./bin/dualmap; make -s build
-{ /usr/bin/time -f "%e s wall" $B sim --trace $T --requests 4000 --json $OUT/conv.json --plots $OUT/conv-plots --quiet ; } > $OUT/conv.txt 2>&1
-{ /usr/bin/time -f "%e s wall" $B sim --generate default --json $OUT/gen.json --plots $OUT/gen-plots --qps-start 4 --qps-step 2 --quiet ; } > $OUT/gen.txt 2>&1
-{ /usr/bin/time -f "%e s wall" $B sim --trace $T --requests 4000 --replicas 4 --sync-interval 500ms --queue router --json $OUT/conv4.json --quiet ; } > $OUT/conv4.txt 2>&1
-{ /usr/bin/time -f "%e s wall" $B sim --generate default --replicas 4 --sync-interval 500ms --queue router --qps-start 4 --qps-step 2 --json $OUT/gen4.json --quiet ; } > $OUT/gen4.txt 2>&1
+{ /usr/bin/time -f "%e s wall" $B sim --trace $T --requests 4000 --qps-step 0.25 --json $OUT/conv.json --plots $OUT/conv-plots --quiet ; } > $OUT/conv.txt 2>&1
+{ /usr/bin/time -f "%e s wall" $B sim --generate default --json $OUT/gen.json --plots $OUT/gen-plots --qps-start 4 --qps-step 1 --quiet ; } > $OUT/gen.txt 2>&1
+{ /usr/bin/time -f "%e s wall" $B sim --trace $T --requests 4000 --replicas 4 --sync-interval 500ms --queue router --qps-step 0.25 --json $OUT/conv4.json --quiet ; } > $OUT/conv4.txt 2>&1
+{ /usr/bin/time -f "%e s wall" $B sim --generate default --replicas 4 --sync-interval 500ms --queue router --qps-start 4 --qps-step 1 --json $OUT/gen4.json --quiet ; } > $OUT/gen4.txt 2>&1
 A="dualmap,dualmap(choice=min-ttft),dualmap(rebalance=false),dualmap(key_depth=2),dualmap(candidates=2),dualmap(candidates=3),dualmap(overflow=global),dualmap-paper"
 { /usr/bin/time -f "%e s wall" $B sim --trace $T --requests 4000 --queue router --policies "$A" --qps 4,4.5,5,5.5,6,6.5,7 --json $OUT/abl-conv.json --quiet ; } > $OUT/abl-conv.txt 2>&1
 { /usr/bin/time -f "%e s wall" $B sim --generate default --queue router --policies "$A" --qps 8,10,12,14,16,18 --json $OUT/abl-gen.json --quiet ; } > $OUT/abl-gen.txt 2>&1

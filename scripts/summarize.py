@@ -5,6 +5,9 @@ the best baseline's, and, at the first swept rate where the best baseline's
 SLO attainment is below 50%, DualMap's attainment over it.
 
 usage: python3 scripts/summarize.py OUTDIR NAME...
+       python3 scripts/summarize.py --table QUEUE QPS,QPS,... OUTDIR NAME
+         (a Markdown table of one report at the given rates, as in
+         docs/evaluation.md)
 """
 import collections
 import json
@@ -38,6 +41,30 @@ def summarize(path, name):
                 break
 
 
+def table(queue, rates, path, name):
+    rep = json.load(open(f"{path}/{name}.json"))
+    want = [float(x) for x in rates.split(",")]
+    print("| policy | QPS | SLO att. | TTFT p50 | p90 | p99 | E2E p50 | hit rate | load CV | migrations | failed |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    order = []
+    for r in rep["runs"]:
+        if r["policy"] not in order:
+            order.append(r["policy"])
+    for pol in order:
+        for r in rep["runs"]:
+            if r["policy"] != pol or r["queue"] != queue or not any(abs(r["qps"] - w) < 1e-9 for w in want):
+                continue
+            print(f"| {pol} | {r['qps']:g} | {100 * r['slo_attainment']:.1f}% | {r['ttft_p50_s']:.2f} | "
+                  f"{r['ttft_p90_s']:.2f} | {r['ttft_p99_s']:.2f} | {r['e2e_p50_s']:.1f} | "
+                  f"{100 * r['cache_hit_rate']:.1f}% | {r['load_cv']:.2f} | {r['migrations']} | {r['failed']} |")
+    gp = sorted(((g["policy"], g["qps"]) for g in rep["goodput"] if g["queue"] == queue), key=lambda kv: -kv[1])
+    print()
+    print(f"Goodput ({queue} mode): " + ", ".join(f"{k} ~{v:.2f}" for k, v in gp))
+
+
 if __name__ == "__main__":
-    for n in sys.argv[2:]:
-        summarize(sys.argv[1], n)
+    if sys.argv[1] == "--table":
+        table(*sys.argv[2:6])
+    else:
+        for n in sys.argv[2:]:
+            summarize(sys.argv[1], n)
