@@ -365,7 +365,7 @@ func (s *Scheduler) assign(r *Request, in *instance, now time.Duration, out *Out
 func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration, out *Outcome) {
 	r.cached = in.cachedTokens(r, s.cfg.BlockSize) // may have grown while it waited
 	r.uncached = r.Tokens - r.cached
-	r.work = in.pendingTokens + in.remote.PendingTokens + r.uncached // all the work the engine has, as the estimate counts it
+	r.work = in.pendingTokens + r.uncached
 	in.pendingTokens += r.uncached
 	if in.avgUncached == 0 {
 		in.avgUncached = float64(r.uncached)
