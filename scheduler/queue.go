@@ -10,8 +10,9 @@ import (
 // Router-side queues (DualMap paper §3.3, and our decision there). Each
 // instance has a queue in the router. A request routed to an instance is
 // dispatched at once while the instance's pending prefill (uncached tokens
-// dispatched and not yet through prefill) stays within Budget, and always
-// when nothing is pending; otherwise it waits here, where it can still be
+// dispatched and not yet through prefill, by this replica and, as last
+// reported, by the others) stays within Budget, and always when nothing is
+// pending; otherwise it waits here, where it can still be
 // migrated to its other candidate, instead of in the engine's FCFS queue,
 // where it cannot.
 //
@@ -49,7 +50,9 @@ var ErrQueueTimeout = errors.New("scheduler: queue wait limit exceeded")
 type QueueConfig struct {
 	// Budget is the pending prefill, in tokens, an instance may hold before
 	// new requests wait in the router (default 0: no router queue, every
-	// request is dispatched at once, as a plain load balancer does).
+	// request is dispatched at once, as a plain load balancer does). It is
+	// the instance's budget, shared by all replicas: the pending prefill
+	// other replicas last reported (SetRemoteLoad) counts against it.
 	Budget int
 	// AgingRate is the priority, in tokens, a waiting request gains per
 	// second (default 4096).
@@ -157,7 +160,8 @@ func (s *Scheduler) dequeue(r *Request) {
 
 func (s *Scheduler) admissible(in *instance, r *Request) bool {
 	b := s.cfg.Queue.Budget
-	return b == 0 || in.pendingTokens == 0 || in.pendingTokens+r.uncached <= b
+	p := in.pendingTokens + in.remote.PendingTokens
+	return b == 0 || p == 0 || p+r.uncached <= b
 }
 
 // lateRank is subtracted from the priority of a request that can no longer

@@ -73,6 +73,45 @@ func TestQueueAgingBoundsWait(t *testing.T) {
 	}
 }
 
+// The budget is per instance, not per replica: prefill other replicas
+// reported pending counts against it.
+func TestQueueBudgetCountsOtherReplicas(t *testing.T) {
+	cfg := Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 2500}}
+	s, _ := mustNew(t, cfg, 1)
+	id := pool(1)[0].ID
+	var out Outcome
+	if err := s.SetRemoteLoad(id, Load{PendingTokens: 1000, Running: 1}); err != nil {
+		t.Fatal(err)
+	}
+	r := req(prompt(1, 1, 0, 4)) // 2048 uncached + 1000 remote > 2500: waits
+	if d, _ := s.Route(r, &out); !d.Queued {
+		t.Fatalf("request dispatched with 1000 tokens pending from other replicas, want queued (over budget)")
+	}
+	s.Tick(&out)
+	if len(out.Dispatched) != 0 {
+		t.Fatalf("Tick dispatched %d requests while the remote prefill is still pending", len(out.Dispatched))
+	}
+	if err := s.SetRemoteLoad(id, Load{PendingTokens: 400, Running: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s.Tick(&out) // 400 + 2048 <= 2500
+	if len(out.Dispatched) != 1 || out.Dispatched[0].Request != r {
+		t.Fatalf("after the remote prefill drained, Tick dispatched %v, want the queued request", out.Dispatched)
+	}
+	out.Reset()
+	if err := s.SetRemoteLoad(id, Load{PendingTokens: 3000, Running: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if st := state(s, id); st.PendingTokens != 2048 {
+		t.Fatalf("own pending = %d, want 2048", st.PendingTokens)
+	}
+	s.FirstToken(r, &out)
+	small := req(prompt(2, 2, 0, 1)) // nothing pending here, but 3000 elsewhere: waits
+	if d, _ := s.Route(small, &out); !d.Queued {
+		t.Errorf("request dispatched over the budget other replicas filled, want queued")
+	}
+}
+
 func TestQueueBudgetAndOrder(t *testing.T) {
 	cfg := Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 2500}}
 	s, clk := mustNew(t, cfg, 1)

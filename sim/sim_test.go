@@ -159,6 +159,8 @@ func TestParseSpec(t *testing.T) {
 		{in: "dualmap(key_depth=2,budget=4096)", want: Spec{Label: "dualmap(key_depth=2,budget=4096)", Policy: "dualmap", Params: scheduler.Params{}, KeyDepth: 2, Budget: 4096}},
 		{in: "dualmap-paper", want: Spec{Label: "dualmap-paper", Policy: "dualmap", Params: scheduler.Params{"headroom": "0.5", "hopeless": "load", "overflow": "none"}, Candidates: 2}},
 		{in: "dualmap-paper(rebalance=false)", want: Spec{Label: "dualmap-paper(rebalance=false)", Policy: "dualmap", Params: scheduler.Params{"headroom": "0.5", "hopeless": "load", "overflow": "none", "rebalance": "false"}, Candidates: 2}},
+		{in: "dualmap(learn=-1,oldest_wait=2)", want: Spec{Label: "dualmap(learn=-1,oldest_wait=2)", Policy: "dualmap", Params: scheduler.Params{}, Learn: -1, OldestWait: 2}},
+		{in: "dualmap(learn=fast)", wantErr: true},
 		{in: "dualmap(choice)", wantErr: true},
 		{in: "dualmap(candidates=x)", wantErr: true},
 		{in: "(a=b)", wantErr: true},
@@ -254,19 +256,28 @@ func TestSweepEndToEnd(t *testing.T) {
 	}
 }
 
-func TestUpperBound(t *testing.T) {
-	o, err := Options{Warmup: -1}.withDefaults()
+func TestUpperBounds(t *testing.T) {
+	o, err := Options{Warmup: -1, Instances: 2}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
 	tr := &trace.Trace{BlockSize: 512, Requests: []trace.Request{
-		{InputTokens: 1024, Blocks: []uint64{1, 2}},
-		{InputTokens: 1536, Blocks: []uint64{1, 2, 3}}, // 1024 cached
-		{InputTokens: 1024, Blocks: []uint64{1, 2}},    // all but one token: 1023
-		{InputTokens: 512, Blocks: []uint64{9}},        // cold
+		{InputTokens: 1024, Blocks: []uint64{1, 2}, OutputTokens: 11},
+		{InputTokens: 1536, Blocks: []uint64{1, 2, 3}, OutputTokens: 1}, // 1024 cached
+		{InputTokens: 1024, Blocks: []uint64{1, 2}, OutputTokens: 0},    // all but one token: 1023
+		{InputTokens: 512, Blocks: []uint64{9}, OutputTokens: 5},        // cold
 	}}
-	want := float64(0+1024+1023+0) / float64(1024+1536+1024+512)
-	if got := upperBound(tr, o); math.Abs(got-want) > 1e-12 {
-		t.Errorf("upperBound() = %v, want %v", got, want)
+	b := upperBounds(tr, o)
+	if want := float64(0+1024+1023+0) / float64(1024+1536+1024+512); math.Abs(b.hitRate-want) > 1e-12 {
+		t.Errorf("hitRate = %v, want %v", b.hitRate, want)
+	}
+	p := o.Profile
+	prefill := float64(1024+512+1+512) * p.PrefillPerToken
+	decode := float64(10+0+0+4) * p.DecodePerSeq
+	if want := 2 * 4 / prefill; math.Abs(b.prefillQPS-want) > 1e-9*want {
+		t.Errorf("prefillQPS = %v, want %v", b.prefillQPS, want)
+	}
+	if want := 2 * 4 / (prefill + decode); math.Abs(b.workQPS-want) > 1e-9*want {
+		t.Errorf("workQPS = %v, want %v", b.workQPS, want)
 	}
 }

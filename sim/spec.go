@@ -19,8 +19,9 @@ import (
 // blocks; 0 = adaptive), budget (router-queue budget in tokens), split (the
 // key-depth split factor: split above split/n of the traffic), window
 // (the key-depth window in requests), order and late (the router queue's
-// order and its handling of late requests, see scheduler.QueueConfig) and
-// oldest_wait (seconds: the rebalancer's OldestWait).
+// order and its handling of late requests, see scheduler.QueueConfig),
+// oldest_wait (seconds: the rebalancer's OldestWait) and learn (the TTFT
+// estimator's LearnRate; negative: never learned).
 type Spec struct {
 	Label      string
 	Policy     string
@@ -33,6 +34,7 @@ type Spec struct {
 	Order      string  // router-queue order (scheduler.OrderDeadline, OrderCache)
 	Late       string  // router-queue handling of late requests (scheduler.LateServe...)
 	OldestWait float64 // rebalancer: hotspot when the oldest queued request waited this long (s)
+	Learn      float64 // estimator learn rate (negative: no learning)
 }
 
 // PaperPreset is the name of the DualMap variant with the paper's literal
@@ -95,6 +97,8 @@ func ParseSpec(s string) (Spec, error) {
 			sp.Late = v
 		case "oldest_wait":
 			sp.OldestWait, err = strconv.ParseFloat(v, 64)
+		case "learn":
+			sp.Learn, err = strconv.ParseFloat(v, 64)
 		default:
 			sp.Params[k] = v
 		}
@@ -128,6 +132,9 @@ func (sp Spec) apply(o Options) Options {
 	}
 	if sp.Late != "" {
 		o.Scheduler.Queue.Late = sp.Late
+	}
+	if sp.Learn != 0 {
+		o.Scheduler.Cost.LearnRate = sp.Learn
 	}
 	if sp.OldestWait > 0 {
 		o.Scheduler.Rebalance.OldestWait = time.Duration(sp.OldestWait * float64(time.Second))

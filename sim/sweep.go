@@ -49,17 +49,20 @@ type Goodput struct {
 
 // Report is a whole sweep's output (the shape of `dualmap sim --json`).
 type Report struct {
-	Trace             string    `json:"trace"`
-	Requests          int       `json:"requests"`
-	Instances         int       `json:"instances"`
-	Profile           string    `json:"profile"`
-	SLOSeconds        float64   `json:"slo_seconds"`
-	Replicas          int       `json:"replicas"`
-	SyncInterval      string    `json:"sync_interval,omitempty"`
-	Warmup            int       `json:"warmup"`
-	UpperBoundHitRate float64   `json:"upper_bound_hit_rate"`
-	Runs              []*Result `json:"runs"`
-	Goodput           []Goodput `json:"goodput"`
+	Trace             string  `json:"trace"`
+	Requests          int     `json:"requests"`
+	Instances         int     `json:"instances"`
+	Profile           string  `json:"profile"`
+	SLOSeconds        float64 `json:"slo_seconds"`
+	Replicas          int     `json:"replicas"`
+	SyncInterval      string  `json:"sync_interval,omitempty"`
+	Warmup            int     `json:"warmup"`
+	UpperBoundHitRate float64 `json:"upper_bound_hit_rate"`
+	// PrefillBoundQPS and WorkBoundQPS: see the bounds type.
+	PrefillBoundQPS float64   `json:"prefill_bound_qps"`
+	WorkBoundQPS    float64   `json:"work_bound_qps"`
+	Runs            []*Result `json:"runs"`
+	Goodput         []Goodput `json:"goodput"`
 }
 
 type job struct {
@@ -90,8 +93,10 @@ func (sw *Sweep) Run() (*Report, error) {
 	rep := &Report{
 		Trace: sw.Trace.Source, Requests: len(sw.Trace.Requests), Instances: base.Instances,
 		Profile: base.Profile.Name, SLOSeconds: base.SLO.Seconds(), Replicas: base.Replicas,
-		Warmup: base.Warmup, UpperBoundHitRate: upperBound(sw.Trace, base),
+		Warmup: base.Warmup,
 	}
+	b := upperBounds(sw.Trace, base)
+	rep.UpperBoundHitRate, rep.PrefillBoundQPS, rep.WorkBoundQPS = b.hitRate, b.prefillQPS, b.workQPS
 	if base.Replicas > 1 {
 		rep.SyncInterval = base.SyncInterval.String()
 	}

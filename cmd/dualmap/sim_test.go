@@ -29,7 +29,7 @@ func TestSimCommandJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("report is not JSON: %v", err)
 	}
-	for _, k := range []string{"trace", "requests", "instances", "profile", "slo_seconds", "upper_bound_hit_rate", "runs", "goodput"} {
+	for _, k := range []string{"trace", "requests", "instances", "profile", "slo_seconds", "upper_bound_hit_rate", "prefill_bound_qps", "work_bound_qps", "runs", "goodput"} {
 		if _, ok := rep[k]; !ok {
 			t.Errorf("report lacks %q", k)
 		}
