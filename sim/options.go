@@ -94,9 +94,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Warmup == 0 {
 		o.Warmup = 500
 	}
-	if o.Warmup < 0 {
-		o.Warmup = 0
-	}
+	// A negative Warmup stays negative (none): withDefaults must be
+	// idempotent, since a sweep applies it to its base and again per run.
 	if o.Tick == 0 {
 		o.Tick = 100 * time.Millisecond
 	}

@@ -254,6 +254,16 @@ func TestSweepEndToEnd(t *testing.T) {
 	if last := rep2.Runs[len(rep2.Runs)-1]; last.SLOAttainment >= 0.5 {
 		t.Errorf("auto-range ended at attainment %.2f, want < 0.5", last.SLOAttainment)
 	}
+	// No warm-up (Warmup < 0) survives the sweep's defaults: every request
+	// is measured.
+	sw3 := &Sweep{Trace: tr, Specs: specs[:1], Queues: []string{QueueRouter}, QPS: []float64{1}, Base: Options{Instances: 2, Warmup: -1}}
+	rep3, err := sw3.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rep3.Runs[0].Requests; got != len(tr.Requests) || rep3.Warmup != 0 {
+		t.Errorf("without warm-up: %d requests measured, report warmup %d; want %d and 0", got, rep3.Warmup, len(tr.Requests))
+	}
 }
 
 func TestUpperBounds(t *testing.T) {

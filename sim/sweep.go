@@ -93,7 +93,7 @@ func (sw *Sweep) Run() (*Report, error) {
 	rep := &Report{
 		Trace: sw.Trace.Source, Requests: len(sw.Trace.Requests), Instances: base.Instances,
 		Profile: base.Profile.Name, SLOSeconds: base.SLO.Seconds(), Replicas: base.Replicas,
-		Warmup: base.Warmup,
+		Warmup: max(base.Warmup, 0),
 	}
 	b := upperBounds(sw.Trace, base)
 	rep.UpperBoundHitRate, rep.PrefillBoundQPS, rep.WorkBoundQPS = b.hitRate, b.prefillQPS, b.workQPS
