@@ -5,9 +5,9 @@ the best baseline's, and, at the first swept rate where the best baseline's
 SLO attainment is below 50%, DualMap's attainment over it.
 
 usage: python3 scripts/summarize.py OUTDIR NAME...
-       python3 scripts/summarize.py --table QUEUE QPS,QPS,... OUTDIR NAME
-         (a Markdown table of one report at the given rates, as in
-         docs/evaluation.md)
+       python3 scripts/summarize.py --table QUEUE QPS,QPS,... OUTDIR NAME [POLICY,...]
+         (a Markdown table of one report at the given rates, seeds averaged,
+         as in docs/evaluation.md)
 """
 import collections
 import json
@@ -42,22 +42,30 @@ def summarize(path, name):
                 break
 
 
-def table(queue, rates, path, name):
+def table(queue, rates, path, name, policies=None):
+    """Rows at the given rates; several seeds of one point are averaged
+    (attainment as mean and spread, the rest as means)."""
     rep = json.load(open(f"{path}/{name}.json"))
     want = [float(x) for x in rates.split(",")]
+    keep = policies.split(",") if policies else None
     print("| policy | QPS | SLO att. | TTFT p50 | p90 | p99 | E2E p50 | hit rate | load CV | migrations | failed |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    order = []
+    points = collections.OrderedDict()
     for r in rep["runs"]:
-        if r["policy"] not in order:
-            order.append(r["policy"])
-    for pol in order:
-        for r in rep["runs"]:
-            if r["policy"] != pol or r["queue"] != queue or not any(abs(r["qps"] - w) < 1e-9 for w in want):
-                continue
-            print(f"| {pol} | {r['qps']:g} | {100 * r['slo_attainment']:.1f}% | {r['ttft_p50_s']:.2f} | "
-                  f"{r['ttft_p90_s']:.2f} | {r['ttft_p99_s']:.2f} | {r['e2e_p50_s']:.1f} | "
-                  f"{100 * r['cache_hit_rate']:.1f}% | {r['load_cv']:.2f} | {r['migrations']} | {r['failed']} |")
+        if r["queue"] != queue or not any(abs(r["qps"] - w) < 1e-9 for w in want):
+            continue
+        if keep and r["policy"] not in keep:
+            continue
+        points.setdefault(r["policy"], collections.OrderedDict()).setdefault(r["qps"], []).append(r)
+    for pol, byq in points.items():
+        for q, rs in byq.items():
+            m = lambda k: sum(r[k] for r in rs) / len(rs)
+            att = f"{100 * m('slo_attainment'):.1f}%"
+            if len(rs) > 1:
+                att += f" ±{50 * (max(r['slo_attainment'] for r in rs) - min(r['slo_attainment'] for r in rs)):.1f}"
+            print(f"| {pol} | {q:g} | {att} | {m('ttft_p50_s'):.2f} | "
+                  f"{m('ttft_p90_s'):.2f} | {m('ttft_p99_s'):.2f} | {m('e2e_p50_s'):.1f} | "
+                  f"{100 * m('cache_hit_rate'):.1f}% | {m('load_cv'):.2f} | {m('migrations'):.0f} | {m('failed'):.0f} |")
     gp = sorted(((g["policy"], g["qps"]) for g in rep["goodput"] if g["queue"] == queue), key=lambda kv: -kv[1])
     print()
     print(f"Goodput ({queue} mode): " + ", ".join(f"{k} ~{v:.2f}" for k, v in gp))
@@ -65,7 +73,7 @@ def table(queue, rates, path, name):
 
 if __name__ == "__main__":
     if sys.argv[1] == "--table":
-        table(*sys.argv[2:6])
+        table(*sys.argv[2:7])
     else:
         for n in sys.argv[2:]:
             summarize(sys.argv[1], n)
