@@ -26,7 +26,10 @@ func (s *Scheduler) SetRemoteLoad(id string, l Load) error {
 }
 
 // RecordCached records that instance id was sent a prompt with these
-// chained blocks by another replica, as if this replica had dispatched it.
+// chained blocks by another replica, as if this replica had dispatched it:
+// the blocks join the instance's cache index, and the blocks it did not hold
+// yet (whole blocks: the prompt's length is not shared) join its windowed
+// load (Preble's signal).
 func (s *Scheduler) RecordCached(id string, blocks []uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -34,6 +37,10 @@ func (s *Scheduler) RecordCached(id string, blocks []uint64) error {
 	if in == nil {
 		return fmt.Errorf("%w %q", ErrUnknownInstance, id)
 	}
+	now := s.now()
+	uncached := (len(blocks) - in.kv.cachedBlocks(blocks)) * s.cfg.BlockSize
+	in.recent = in.recentLoad(now, prebleWindow) + float64(uncached)
+	in.recentAt = now
 	in.kv.add(blocks)
 	return nil
 }

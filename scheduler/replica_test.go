@@ -46,6 +46,29 @@ func TestRecordCachedSharesAffinity(t *testing.T) {
 	}
 }
 
+// Another replica's dispatch counts in Preble's windowed load: a cold
+// request then avoids the instance the other replica just loaded.
+func TestRecordCachedSharesWindowedLoad(t *testing.T) {
+	s, _ := mustNew(t, Config{Policy: "preble"}, 2)
+	ids := pool(2)
+	if err := s.RecordCached(ids[0].ID, prompt(1, 1, 0, 8)); err != nil {
+		t.Fatal(err)
+	}
+	if d := route(t, s, req(prompt(2, 2, 0, 4))); d.Instance != ids[1].ID {
+		t.Errorf("cold request went to %s, want %s (the other replica loaded %s with 8 blocks)", d.Instance, ids[1].ID, ids[0].ID)
+	}
+	if got, want := s.members[0].recentLoad(s.now(), prebleWindow), float64(8*512); got != want {
+		t.Errorf("windowed load of %s = %v, want %v", ids[0].ID, got, want)
+	}
+	// Blocks it already held add nothing.
+	if err := s.RecordCached(ids[0].ID, prompt(1, 1, 0, 8)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.members[0].recentLoad(s.now(), prebleWindow), float64(8*512); got != want {
+		t.Errorf("after a repeat, windowed load = %v, want %v", got, want)
+	}
+}
+
 func TestAnyReady(t *testing.T) {
 	s, _ := mustNew(t, Config{}, 3)
 	ids := pool(3)
