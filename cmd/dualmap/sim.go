@@ -41,6 +41,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		generate   = fs.String("generate", "", "generate a skewed tool&agent-like trace instead: key=value,... (seed, requests, qps, prefixes, zipf, hot_prompts, hot_share, hot_blocks, session_prob, arrival); \"default\" for the defaults")
 		writeTrace = fs.String("write-trace", "", "also write the (generated or read) trace to this file in Mooncake format")
 		requests   = fs.Int("requests", 0, "use only the first N requests (0: all)")
+		spread     = fs.Bool("spread-ties", false, "spread requests that share a timestamp at random over the interval to the next timestamp (coarse timestamps otherwise make bursts)")
 		copies     = fs.Int("trace-copies", 1, "merge this many disjoint copies of the trace (scales load and prefix diversity for large pools)")
 		qpsFlag    = fs.String("qps", "", "request rates to sweep, e.g. 1,2,3 (empty: auto-range from light load until every policy's attainment < 50%)")
 		autoStart  = fs.Float64("qps-start", 1, "auto-range: first rate")
@@ -83,6 +84,9 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	}
 	if *requests > 0 && len(tr.Requests) > *requests {
 		tr.Head(*requests)
+	}
+	if *spread {
+		tr.SpreadTies(1)
 	}
 	if *copies > 1 {
 		tr = tr.Replicate(*copies, 0x7ace)

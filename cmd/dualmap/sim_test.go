@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,5 +91,38 @@ func TestSimCommandMalformedTrace(t *testing.T) {
 	code := run([]string{"sim", "--trace", p, "--skip-malformed", "--qps", "1", "--warmup", "0", "--policies", "dualmap", "--queue", "router", "--quiet"}, &stdout, &stderr)
 	if code != 0 || !strings.Contains(stderr.String(), "skipped 1 malformed") {
 		t.Errorf("--skip-malformed: exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+func TestSimCommandSpreadTies(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ties.jsonl")
+	var lines strings.Builder
+	for i := 0; i < 60; i++ {
+		fmt.Fprintf(&lines, `{"timestamp": %d, "input_length": 600, "output_length": 5, "hash_ids": [%d, %d]}`+"\n", (i/6)*3000, i%3, 100+i)
+	}
+	if err := os.WriteFile(path, []byte(lines.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.json")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"sim", "--trace", path, "--spread-ties", "--qps", "2", "--policies", "dualmap", "--queue", "router",
+		"--warmup", "0", "--instances", "2", "--json", out, "--quiet"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("dualmap sim exited %d: %s", code, stderr.String())
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Trace    string
+		Requests int
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(rep.Trace, "(ties spread)") || rep.Requests != 60 {
+		t.Errorf("report trace %q with %d requests, want the label \"(ties spread)\" and 60", rep.Trace, rep.Requests)
 	}
 }

@@ -3,6 +3,7 @@ package trace
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -127,4 +128,53 @@ func (t *Trace) Replicate(k int, salt uint64) *Trace {
 	}
 	slices.SortStableFunc(out.Requests, cmpArrival)
 	return out
+}
+
+// SpreadTies spreads, in place, the requests that share an arrival time
+// over the interval up to the next distinct arrival time: the first request
+// of each group keeps its time, the others get uniformly random offsets
+// inside the interval (deterministic by seed), in their input order. The
+// last group is spread over the median interval between distinct arrival
+// times. Recorded traces often have coarse timestamps (the Mooncake
+// conversation trace arrives in steps of 3 s), which turns each step into a
+// burst of simultaneous requests; that matters when several routers see
+// parts of one burst at once. A trace with a single distinct arrival time is
+// left unchanged. Source gets " (ties spread)" appended.
+func (t *Trace) SpreadTies(seed uint64) {
+	reqs := t.Requests
+	var gaps []time.Duration
+	for i := 1; i < len(reqs); i++ {
+		if d := reqs[i].Arrival - reqs[i-1].Arrival; d > 0 {
+			gaps = append(gaps, d)
+		}
+	}
+	if len(gaps) == 0 {
+		return
+	}
+	slices.Sort(gaps)
+	median := gaps[len(gaps)/2]
+	rng := rand.New(rand.NewPCG(seed, 0x5bead))
+	offs := make([]time.Duration, 0, 16)
+	for i := 0; i < len(reqs); {
+		j := i + 1
+		for j < len(reqs) && reqs[j].Arrival == reqs[i].Arrival {
+			j++
+		}
+		gap := median
+		if j < len(reqs) {
+			gap = reqs[j].Arrival - reqs[i].Arrival
+		}
+		offs = offs[:0]
+		for k := i + 1; k < j; k++ {
+			offs = append(offs, time.Duration(rng.Int64N(int64(gap))))
+		}
+		slices.Sort(offs)
+		for k := i + 1; k < j; k++ {
+			reqs[k].Arrival += offs[k-i-1]
+		}
+		i = j
+	}
+	if t.Source != "" {
+		t.Source += " (ties spread)"
+	}
 }

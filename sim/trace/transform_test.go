@@ -174,3 +174,56 @@ func TestReplicate(t *testing.T) {
 	}()
 	src.Replicate(-1, 0)
 }
+
+func TestSpreadTies(t *testing.T) {
+	s := time.Second
+	mk := func() *Trace {
+		tr := &Trace{BlockSize: 512, Source: "x"}
+		for i, at := range []time.Duration{0, 0, 0, 3 * s, 3 * s, 6 * s, 9 * s, 9 * s, 9 * s} {
+			tr.Requests = append(tr.Requests, Request{Arrival: at, InputTokens: 1, Blocks: []uint64{uint64(i)}})
+		}
+		return tr
+	}
+	a, b, c := mk(), mk(), mk()
+	a.SpreadTies(1)
+	b.SpreadTies(1)
+	c.SpreadTies(2)
+	if !slices.EqualFunc(a.Requests, b.Requests, func(x, y Request) bool { return x.Arrival == y.Arrival }) {
+		t.Errorf("same seed, different arrivals")
+	}
+	if slices.EqualFunc(a.Requests, c.Requests, func(x, y Request) bool { return x.Arrival == y.Arrival }) {
+		t.Errorf("seeds 1 and 2 gave the same arrivals")
+	}
+	if a.Source != "x (ties spread)" {
+		t.Errorf("Source = %q", a.Source)
+	}
+	// Each group: first keeps its time, the rest inside [start, next start),
+	// input order kept; the last group spreads over the median gap (3 s).
+	groups := []struct {
+		from, to   int
+		start, end time.Duration
+	}{{0, 3, 0, 3 * s}, {3, 5, 3 * s, 6 * s}, {5, 6, 6 * s, 9 * s}, {6, 9, 9 * s, 12 * s}}
+	for _, g := range groups {
+		if got := a.Requests[g.from].Arrival; got != g.start {
+			t.Errorf("request %d at %v, want %v (first of its group)", g.from, got, g.start)
+		}
+		for k := g.from; k < g.to; k++ {
+			r := a.Requests[k]
+			if r.Arrival < g.start || r.Arrival >= g.end || r.Blocks[0] != uint64(k) {
+				t.Errorf("request %d (block %d) at %v, want in [%v, %v)", k, r.Blocks[0], r.Arrival, g.start, g.end)
+			}
+			if k > 0 && r.Arrival < a.Requests[k-1].Arrival {
+				t.Errorf("request %d at %v before request %d at %v", k, r.Arrival, k-1, a.Requests[k-1].Arrival)
+			}
+		}
+	}
+	if a.Requests[1].Arrival == 0 && a.Requests[2].Arrival == 0 {
+		t.Errorf("ties at 0 not spread")
+	}
+	// One distinct arrival time: nothing to spread over.
+	one := &Trace{Requests: []Request{{InputTokens: 1, Blocks: []uint64{1}}, {InputTokens: 1, Blocks: []uint64{2}}}}
+	one.SpreadTies(1)
+	if one.Requests[1].Arrival != 0 || one.Source != "" {
+		t.Errorf("single-instant trace changed: %+v", one)
+	}
+}
