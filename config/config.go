@@ -114,6 +114,11 @@ type Limits struct {
 	// LateIdleRunning: under "idle", an instance with fewer requests in
 	// flight than this and no prefill pending counts as idle (default 8).
 	LateIdleRunning int `yaml:"late_idle_running"`
+	// MaxRunning is how many requests an instance runs at once (vLLM's
+	// --max-num-seqs, SGLang's --max-running-requests): requests beyond it
+	// wait in the router, where they can still be reordered or migrated,
+	// rather than in the engine's queue (default 0: not known, no limit).
+	MaxRunning int `yaml:"max_running"`
 }
 
 // Routing says how decisions reach Envoy.

@@ -27,6 +27,17 @@ func TestParseMinimalGetsDefaults(t *testing.T) {
 	}
 }
 
+func TestLimitsReachTheScheduler(t *testing.T) {
+	c, err := Parse([]byte(minimal+"limits: {queue_order: cache, late_requests: reject, late_idle_running: 4, max_running: 256}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := c.SchedulerConfig(c.Pools[0]).Queue
+	if q.Order != "cache" || q.Late != "reject" || q.IdleRunning != 4 || q.MaxRunning != 256 || q.Budget != 20480 {
+		t.Errorf("scheduler queue config = %+v, want order cache, late reject, idle running 4, max running 256, budget 20480", q)
+	}
+}
+
 func TestExampleFileIsValid(t *testing.T) {
 	c, err := Load(filepath.Join("..", "examples", "dualmap.yaml"))
 	if err != nil {
@@ -62,6 +73,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"log level", minimal + "log: {level: loud}\n", "log.level"},
 		{"queue order", minimal + "limits: {queue_order: fifo}\n", "limits.queue_order"},
 		{"late requests", minimal + "limits: {late_requests: drop}\n", "limits.late_requests"},
+		{"max running", minimal + "limits: {max_running: -1}\n", "limits.max_running"},
 		{"not yaml", "pools: [\n", "pools"},
 	}
 	for _, tt := range tests {

@@ -99,6 +99,9 @@ func (c Config) Validate() error {
 	if c.Limits.LateIdleRunning < 0 {
 		return invalid("limits.late_idle_running", "must be >= 0, got %d", c.Limits.LateIdleRunning)
 	}
+	if c.Limits.MaxRunning < 0 {
+		return invalid("limits.max_running", "must be >= 0, got %d", c.Limits.MaxRunning)
+	}
 	names := map[string]bool{}
 	models := map[string]string{}
 	for i, p := range c.Pools {
@@ -223,7 +226,8 @@ func (c Config) SchedulerConfig(p Pool) scheduler.Config {
 		CacheTokens: p.CacheTokens,
 		Cost:        scheduler.CostConfig{PerToken: p.PerTokenSeconds},
 		Queue: scheduler.QueueConfig{Budget: budget, MaxWait: c.Limits.MaxQueueWait,
-			Order: c.Limits.QueueOrder, Late: c.Limits.LateRequests, IdleRunning: c.Limits.LateIdleRunning},
+			Order: c.Limits.QueueOrder, Late: c.Limits.LateRequests, IdleRunning: c.Limits.LateIdleRunning,
+			MaxRunning: c.Limits.MaxRunning},
 	}
 }
 

@@ -71,6 +71,12 @@ type QueueConfig struct {
 	// decodes there for its whole answer, slowing every step of the
 	// requests that could make their SLO.
 	IdleRunning int
+	// MaxRunning is the engines' limit on requests running at once
+	// (vLLM's max_num_seqs). An instance with this many requests in flight,
+	// across replicas, is sent no more until one completes: the engine could
+	// not start them, and in the router they can still be reordered or
+	// migrated (default 0: no limit). Only with a router queue (Budget > 0).
+	MaxRunning int
 }
 
 // Queue orders.
@@ -122,6 +128,8 @@ func (c QueueConfig) validate() error {
 		return fmt.Errorf("queue.max_wait must be >= 0, got %v", c.MaxWait)
 	case c.Order != OrderCache && c.Order != OrderDeadline:
 		return fmt.Errorf("queue.order must be %q or %q, got %q", OrderDeadline, OrderCache, c.Order)
+	case c.MaxRunning < 0:
+		return fmt.Errorf("queue.max_running must be >= 0, got %d", c.MaxRunning)
 	case c.IdleRunning < 0:
 		return fmt.Errorf("queue.idle_running must be >= 0, got %d", c.IdleRunning)
 	case c.Late != LateServe && c.Late != LateIdle && c.Late != LateReject:
@@ -161,6 +169,9 @@ func (s *Scheduler) dequeue(r *Request) {
 func (s *Scheduler) admissible(in *instance, r *Request) bool {
 	b := s.cfg.Queue.Budget
 	p := in.pendingTokens + in.remote.PendingTokens
+	if m := s.cfg.Queue.MaxRunning; m > 0 && in.running+in.remote.Running >= m {
+		return false
+	}
 	return b == 0 || p == 0 || p+r.uncached <= b
 }
 

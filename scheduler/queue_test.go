@@ -112,6 +112,39 @@ func TestQueueBudgetCountsOtherReplicas(t *testing.T) {
 	}
 }
 
+// An instance at the engines' concurrency limit (MaxRunning, all replicas)
+// is sent nothing more until a request completes.
+func TestQueueMaxRunning(t *testing.T) {
+	cfg := Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 1 << 20, MaxRunning: 3}}
+	s, _ := mustNew(t, cfg, 1)
+	id := pool(1)[0].ID
+	var out Outcome
+	if err := s.SetRemoteLoad(id, Load{Running: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var reqs []*Request
+	for i := 0; i < 3; i++ {
+		r := req(prompt(uint64(10+i), uint64(i), 0, 1))
+		reqs = append(reqs, r)
+		d, _ := s.Route(r, &out)
+		if want := i >= 2; d.Queued != want { // 1 remote + 2 own = 3
+			t.Fatalf("request %d queued = %v, want %v", i, d.Queued, want)
+		}
+	}
+	out.Reset()
+	s.FirstToken(reqs[0], &out) // prefill done, still running: nothing frees
+	if len(out.Dispatched) != 0 {
+		t.Fatalf("first token dispatched %d requests, want none (still 3 running)", len(out.Dispatched))
+	}
+	s.Complete(reqs[0], &out)
+	if len(out.Dispatched) != 1 || out.Dispatched[0].Request != reqs[2] {
+		t.Fatalf("after a completion dispatched %v, want the held request", out.Dispatched)
+	}
+	if _, err := New(Config{Queue: QueueConfig{MaxRunning: -1}}, pool(1)); err == nil {
+		t.Errorf("New accepted queue.max_running -1")
+	}
+}
+
 func TestQueueBudgetAndOrder(t *testing.T) {
 	cfg := Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 2500}}
 	s, clk := mustNew(t, cfg, 1)

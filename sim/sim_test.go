@@ -161,6 +161,7 @@ func TestParseSpec(t *testing.T) {
 		{in: "dualmap-paper(rebalance=false)", want: Spec{Label: "dualmap-paper(rebalance=false)", Policy: "dualmap", Params: scheduler.Params{"headroom": "0.5", "hopeless": "load", "overflow": "none", "rebalance": "false"}, Candidates: 2}},
 		{in: "dualmap(learn=-1,oldest_wait=2)", want: Spec{Label: "dualmap(learn=-1,oldest_wait=2)", Policy: "dualmap", Params: scheduler.Params{}, Learn: -1, OldestWait: 2}},
 		{in: "dualmap(learn=fast)", wantErr: true},
+		{in: "preble(max_running=-1)", want: Spec{Label: "preble(max_running=-1)", Policy: "preble", Params: scheduler.Params{}, MaxRunning: -1}},
 		{in: "dualmap(choice)", wantErr: true},
 		{in: "dualmap(candidates=x)", wantErr: true},
 		{in: "(a=b)", wantErr: true},

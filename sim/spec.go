@@ -20,8 +20,10 @@ import (
 // key-depth split factor: split above split/n of the traffic), window
 // (the key-depth window in requests), order and late (the router queue's
 // order and its handling of late requests, see scheduler.QueueConfig),
-// oldest_wait (seconds: the rebalancer's OldestWait) and learn (the TTFT
-// estimator's LearnRate; negative: never learned).
+// oldest_wait (seconds: the rebalancer's OldestWait), learn (the TTFT
+// estimator's LearnRate; negative: never learned) and max_running (the
+// router queue's limit on requests in flight per instance; default the
+// profile's max_num_seqs, -1: none).
 type Spec struct {
 	Label      string
 	Policy     string
@@ -35,6 +37,7 @@ type Spec struct {
 	Late       string  // router-queue handling of late requests (scheduler.LateServe...)
 	OldestWait float64 // rebalancer: hotspot when the oldest queued request waited this long (s)
 	Learn      float64 // estimator learn rate (negative: no learning)
+	MaxRunning int     // router queue: the engines' concurrency limit (default the profile's; -1: none)
 }
 
 // PaperPreset is the name of the DualMap variant with the paper's literal
@@ -97,6 +100,8 @@ func ParseSpec(s string) (Spec, error) {
 			sp.Late = v
 		case "oldest_wait":
 			sp.OldestWait, err = strconv.ParseFloat(v, 64)
+		case "max_running":
+			sp.MaxRunning, err = strconv.Atoi(v)
 		case "learn":
 			sp.Learn, err = strconv.ParseFloat(v, 64)
 		default:
@@ -132,6 +137,9 @@ func (sp Spec) apply(o Options) Options {
 	}
 	if sp.Late != "" {
 		o.Scheduler.Queue.Late = sp.Late
+	}
+	if sp.MaxRunning != 0 {
+		o.Scheduler.Queue.MaxRunning = sp.MaxRunning
 	}
 	if sp.Learn != 0 {
 		o.Scheduler.Cost.LearnRate = sp.Learn
