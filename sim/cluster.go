@@ -92,14 +92,7 @@ func (c *cluster) build() error {
 	cfg := o.Scheduler
 	cfg.Policy, cfg.Params, cfg.SLO = o.Policy, o.Params, o.SLO
 	cfg.Queue.Budget = o.budget()
-	// The router knows its engines' concurrency limit, as a deployment
-	// configures it (limits.max_running); -1 turns it off.
-	switch {
-	case cfg.Queue.MaxRunning == 0:
-		cfg.Queue.MaxRunning = o.Profile.MaxNumSeqs
-	case cfg.Queue.MaxRunning < 0:
-		cfg.Queue.MaxRunning = 0
-	}
+	cfg.Queue.MaxRunning = max(cfg.Queue.MaxRunning, 0) // a variant's -1: none
 	cfg.BlockSize = o.Profile.BlockSize
 	cfg.CacheTokens = max(hbm+dram, 1)
 	if cfg.Cost.PerToken == 0 {

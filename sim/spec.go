@@ -22,8 +22,7 @@ import (
 // order and its handling of late requests, see scheduler.QueueConfig),
 // oldest_wait (seconds: the rebalancer's OldestWait), learn (the TTFT
 // estimator's LearnRate; negative: never learned) and max_running (the
-// router queue's limit on requests in flight per instance; default the
-// profile's max_num_seqs, -1: none).
+// router queue's limit on requests in flight per instance, -1: none).
 type Spec struct {
 	Label      string
 	Policy     string
@@ -37,7 +36,7 @@ type Spec struct {
 	Late       string  // router-queue handling of late requests (scheduler.LateServe...)
 	OldestWait float64 // rebalancer: hotspot when the oldest queued request waited this long (s)
 	Learn      float64 // estimator learn rate (negative: no learning)
-	MaxRunning int     // router queue: the engines' concurrency limit (default the profile's; -1: none)
+	MaxRunning int     // router queue: requests in flight per instance (-1: no limit)
 }
 
 // PaperPreset is the name of the DualMap variant with the paper's literal

@@ -41,6 +41,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		generate   = fs.String("generate", "", "generate a skewed tool&agent-like trace instead: key=value,... (seed, requests, qps, prefixes, zipf, hot_prompts, hot_share, hot_blocks, session_prob, arrival); \"default\" for the defaults")
 		writeTrace = fs.String("write-trace", "", "also write the (generated or read) trace to this file in Mooncake format")
 		requests   = fs.Int("requests", 0, "use only the first N requests (0: all)")
+		maxRunning = fs.Int("max-running", 0, "router queues send an instance no more than this many requests in flight, as limits.max_running (0: no limit, the router's default)")
 		spread     = fs.Bool("spread-ties", false, "spread requests that share a timestamp at random over the interval to the next timestamp (coarse timestamps otherwise make bursts)")
 		copies     = fs.Int("trace-copies", 1, "merge this many disjoint copies of the trace (scales load and prefix diversity for large pools)")
 		qpsFlag    = fs.String("qps", "", "request rates to sweep, e.g. 1,2,3 (empty: auto-range from light load until every policy's attainment < 50%)")
@@ -132,6 +133,10 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	if *warmup == 0 {
 		sw.Base.Warmup = -1
 	}
+	if *maxRunning < 0 {
+		return fmt.Errorf("%w: --max-running must be >= 0, got %d", errUsage, *maxRunning)
+	}
+	sw.Base.Scheduler.Queue.MaxRunning = *maxRunning
 	for i := 1; i <= *seeds; i++ {
 		sw.Seeds = append(sw.Seeds, uint64(i))
 	}

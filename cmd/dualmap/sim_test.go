@@ -65,6 +65,7 @@ func TestSimCommandErrors(t *testing.T) {
 		{"bad scale", []string{"sim", "--generate", "default", "--scale", "74:8"}, "time:instances"},
 		{"bad gen key", []string{"sim", "--generate", "colour=red"}, "unknown key"},
 		{"bad profile", []string{"sim", "--generate", "default", "--profile", "h100-dreams"}, "profile"},
+		{"bad max running", []string{"sim", "--generate", "requests=50", "--qps", "1", "--max-running", "-1", "--quiet"}, "--max-running must be >= 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
