@@ -1,6 +1,10 @@
 package scheduler
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+	"time"
+)
 
 // What several scheduler replicas exchange to agree (through the state
 // package, or the simulator's model of it): each replica reports its own
@@ -26,11 +30,13 @@ func (s *Scheduler) SetRemoteLoad(id string, l Load) error {
 }
 
 // RecordCached records that instance id was sent a prompt with these
-// chained blocks by another replica, as if this replica had dispatched it:
-// the blocks join the instance's cache index, and the blocks it did not hold
-// yet (whole blocks: the prompt's length is not shared) join its windowed
-// load (Preble's signal).
-func (s *Scheduler) RecordCached(id string, blocks []uint64) error {
+// chained blocks by another replica at time at, as if this replica had
+// dispatched it: the blocks join the instance's cache index, and the blocks
+// it did not hold yet (whole blocks: the prompt's length is not shared) join
+// its windowed load (Preble's signal), aged from at, so that history replayed
+// after a restart does not count as fresh load. A zero or future at means
+// now.
+func (s *Scheduler) RecordCached(id string, blocks []uint64, at time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in := s.byID[id]
@@ -38,8 +44,13 @@ func (s *Scheduler) RecordCached(id string, blocks []uint64) error {
 		return fmt.Errorf("%w %q", ErrUnknownInstance, id)
 	}
 	now := s.now()
-	uncached := (len(blocks) - in.kv.cachedBlocks(blocks)) * s.cfg.BlockSize
-	in.recent = in.recentLoad(now, prebleWindow) + float64(uncached)
+	add := float64((len(blocks) - in.kv.cachedBlocks(blocks)) * s.cfg.BlockSize)
+	if !at.IsZero() {
+		if age := now - at.Sub(s.epoch); age > 0 {
+			add *= math.Exp(-float64(age) / float64(prebleWindow))
+		}
+	}
+	in.recent = in.recentLoad(now, prebleWindow) + add
 	in.recentAt = now
 	in.kv.add(blocks)
 	return nil

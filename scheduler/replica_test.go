@@ -2,7 +2,9 @@ package scheduler
 
 import (
 	"errors"
+	"math"
 	"testing"
+	"time"
 )
 
 func TestRemoteLoadSteersDecisions(t *testing.T) {
@@ -37,7 +39,7 @@ func TestRecordCachedSharesAffinity(t *testing.T) {
 	b, _ := mustNew(t, Config{}, 8)
 	p := prompt(3, 3, 6, 8)
 	da := route(t, a, req(p))
-	if err := b.RecordCached(da.Instance, p); err != nil {
+	if err := b.RecordCached(da.Instance, p, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	db := route(t, b, req(prompt(3, 4, 6, 8)))
@@ -51,7 +53,7 @@ func TestRecordCachedSharesAffinity(t *testing.T) {
 func TestRecordCachedSharesWindowedLoad(t *testing.T) {
 	s, _ := mustNew(t, Config{Policy: "preble"}, 2)
 	ids := pool(2)
-	if err := s.RecordCached(ids[0].ID, prompt(1, 1, 0, 8)); err != nil {
+	if err := s.RecordCached(ids[0].ID, prompt(1, 1, 0, 8), time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if d := route(t, s, req(prompt(2, 2, 0, 4))); d.Instance != ids[1].ID {
@@ -61,11 +63,21 @@ func TestRecordCachedSharesWindowedLoad(t *testing.T) {
 		t.Errorf("windowed load of %s = %v, want %v", ids[0].ID, got, want)
 	}
 	// Blocks it already held add nothing.
-	if err := s.RecordCached(ids[0].ID, prompt(1, 1, 0, 8)); err != nil {
+	if err := s.RecordCached(ids[0].ID, prompt(1, 1, 0, 8), time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := s.members[0].recentLoad(s.now(), prebleWindow), float64(8*512); got != want {
 		t.Errorf("after a repeat, windowed load = %v, want %v", got, want)
+	}
+	// A dispatch one window ago (history replayed after a restart) counts
+	// as aged by it.
+	s2, clk := mustNew(t, Config{Policy: "preble"}, 2)
+	clk.Advance(time.Hour)
+	if err := s2.RecordCached(ids[1].ID, prompt(1, 1, 0, 8), clk.Now().Add(-prebleWindow)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s2.members[1].recentLoad(s2.now(), prebleWindow), 8*512/math.E; math.Abs(got-want) > 1e-9 {
+		t.Errorf("windowed load of a dispatch one window old = %v, want %v", got, want)
 	}
 }
 

@@ -29,6 +29,7 @@ type request struct {
 type shared struct {
 	id     string
 	blocks []uint64
+	at     time.Time
 }
 
 // cluster is the state of one simulated run.
@@ -246,7 +247,7 @@ func (c *cluster) handle(s *scheduler.Scheduler) {
 		c.engines[ei].Submit(c.now, &r.e)
 		c.eh.update(ei, c.engines[ei].NextTime())
 		if c.opt.Replicas > 1 {
-			c.outbox[r.replica] = append(c.outbox[r.replica], shared{id: d.Decision.Instance, blocks: r.s.Blocks})
+			c.outbox[r.replica] = append(c.outbox[r.replica], shared{id: d.Decision.Instance, blocks: r.s.Blocks, at: c.clock()})
 		}
 	}
 	for _, f := range c.out.Failed {
@@ -323,7 +324,7 @@ func (c *cluster) exchange() {
 				continue
 			}
 			for _, sh := range box {
-				_ = s.RecordCached(sh.id, sh.blocks)
+				_ = s.RecordCached(sh.id, sh.blocks, sh.at)
 			}
 		}
 		if j > 0 {

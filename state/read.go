@@ -81,7 +81,7 @@ func (s *RedisStore) apply(a Applier, v map[string]any, msg *statepb.DispatchBat
 		return
 	}
 	for _, dp := range msg.Dispatches {
-		if err := a.RecordCached(dp.Instance, dp.Blocks); err != nil {
+		if err := a.RecordCached(dp.Instance, dp.Blocks, time.Unix(0, msg.UnixNanos)); err != nil {
 			s.st.unknown.Add(1)
 			continue
 		}

@@ -12,7 +12,7 @@ import (
 // satisfies it). Its methods are called from Store.Run's goroutines, so they
 // must be safe for concurrent use and must not block for long.
 type Applier interface {
-	RecordCached(id string, blocks []uint64) error
+	RecordCached(id string, blocks []uint64, at time.Time) error
 	SetRemoteLoad(id string, l scheduler.Load) error
 	ImportKeyDepth(st scheduler.KeyDepthState)
 	KeyDepthState() scheduler.KeyDepthState
