@@ -17,7 +17,9 @@ import (
 //
 //	B = TTFT(r, source) - TTFT(r, j)
 //
-// and a move is allowed when B > 0 and TTFT(r, j) is within r's SLO.
+// and a move is allowed when B > 0 and TTFT(r, j) is within what is left of
+// r's SLO after its wait (a request that can no longer make it anywhere
+// stays: moving it would cost its cache and gain nothing).
 // Moves are taken in descending B, re-checked against the loads the
 // earlier moves of the round left, while the source is still over its
 // threshold (a request that itself waited OldestWait may move after that).
@@ -165,7 +167,7 @@ func (s *Scheduler) plan(now time.Duration) []Move {
 // bestMove returns the most beneficial allowed move of r away from src,
 // whose queued plus pending work is srcLoad.
 func (s *Scheduler) bestMove(r *Request, src *instance, srcLoad int, now time.Duration) (Move, bool) {
-	slo := s.sloOf(r).Seconds()
+	slo := (s.sloOf(r) - (now - r.arrived)).Seconds() // what is left of it
 	from := src.est.ttft(srcLoad-r.uncached, r.uncached)
 	var best Move
 	found := false

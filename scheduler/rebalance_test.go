@@ -157,3 +157,27 @@ func TestRebalancerNeighborOption(t *testing.T) {
 		}
 	}
 }
+
+// A move must meet what is left of the request's SLO after its wait: a
+// request that can no longer make it on any candidate stays where it is.
+func TestRebalancerCountsTheWait(t *testing.T) {
+	cfg := Config{
+		Cost:      CostConfig{PerToken: 1e-4, LearnRate: -1},
+		Params:    Params{"headroom": 4.0},
+		Queue:     QueueConfig{Budget: 4096},
+		Rebalance: RebalanceConfig{OldestWait: -1},
+	}
+	s, clk := mustNew(t, cfg, 8)
+	for i := 0; i < 40; i++ {
+		route(t, s, req(prompt(42, uint64(i), 2, 8)))
+	}
+	if len(s.Plan()) == 0 {
+		t.Fatal("Plan() = no moves for a fresh hotspot")
+	}
+	// 4.9 s into a 5 s SLO, every target's estimate (>= 6 uncached blocks
+	// at 0.1 ms per token, about 0.3 s) exceeds the 0.1 s left.
+	clk.Advance(4900 * time.Millisecond)
+	if moves := s.Plan(); len(moves) != 0 {
+		t.Errorf("Plan() = %d moves for requests with 0.1 s of SLO left, want none", len(moves))
+	}
+}
