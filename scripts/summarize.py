@@ -29,10 +29,15 @@ def summarize(path, name):
         print(f"  [{queue}] goodput: " + ", ".join(f"{k}={v:.2f}" for k, v in ordered))
         ratio = gp.get("dualmap", 0) / base[best] if base[best] else float("nan")
         print(f"  [{queue}] dualmap / best baseline ({best}) = {ratio:.3f}")
-        att = collections.defaultdict(dict)
+        seeds = {g["policy"]: g["seeds"] for g in rep["goodput"] if g["queue"] == queue and g.get("seeds")}
+        for k in ("dualmap", best):
+            if k in seeds:
+                print(f"  [{queue}] {k}: single seeds {seeds[k]['min']:.2f}-{seeds[k]['max']:.2f}")
+        sums = collections.defaultdict(lambda: collections.defaultdict(list))
         for r in rep["runs"]:
             if r["queue"] == queue:
-                att[r["qps"]][r["policy"]] = r["slo_attainment"]
+                sums[r["qps"]][r["policy"]].append(r["slo_attainment"])
+        att = {q: {k: sum(v) / len(v) for k, v in byp.items()} for q, byp in sums.items()}
         for qps in sorted(att):
             top = max(v for k, v in att[qps].items() if not k.startswith("dualmap"))
             if top < 0.5:

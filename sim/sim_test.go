@@ -211,6 +211,23 @@ func TestGoodput(t *testing.T) {
 	}
 }
 
+func TestGoodputSeedSpread(t *testing.T) {
+	mk := func(seed uint64, qps, att float64) *Result {
+		return &Result{Policy: "p", Queue: "router", QPS: qps, Seed: seed, SLOAttainment: att}
+	}
+	runs := []*Result{
+		mk(1, 1, 1), mk(1, 2, 1), mk(1, 3, 0.5), // alone: 2 + (1-0.9)/0.5 = 2.2
+		mk(2, 1, 1), mk(2, 2, 0.8), mk(2, 3, 0.2), // alone: 1 + (1-0.9)/0.2 = 1.5
+	}
+	g := goodputs(runs, 0.9)
+	if len(g) != 1 || g[0].QPS != 2 || g[0].Seeds == nil {
+		t.Fatalf("goodputs() = %+v, want qps 2 (mean attainment 0.9 at 2) with a seed spread", g)
+	}
+	if sp := g[0].Seeds; math.Abs(sp.Min-1.5) > 1e-9 || math.Abs(sp.Max-2.2) > 1e-9 {
+		t.Errorf("seed spread = %+v, want 1.5-2.2", *sp)
+	}
+}
+
 func TestSweepEndToEnd(t *testing.T) {
 	tr := smallTrace(t, 700)
 	var specs []Spec

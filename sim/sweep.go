@@ -45,6 +45,15 @@ type Goodput struct {
 	// Note says when the value is a bound: "below the lowest point" or
 	// "at or above the highest point".
 	Note string `json:"note,omitempty"`
+	// Seeds, with several seeds, is the spread of the goodput of a single
+	// seed's runs.
+	Seeds *Spread `json:"seeds,omitempty"`
+}
+
+// Spread is the range of a figure over seeds.
+type Spread struct {
+	Min float64 `json:"min"`
+	Max float64 `json:"max"`
 }
 
 // Report is a whole sweep's output (the shape of `dualmap sim --json`).
@@ -267,37 +276,56 @@ func points(g []*Result) (qps, att []float64) {
 	return qps, att
 }
 
-// goodputs computes each variant's goodput at attainment level x.
+// goodputs computes each variant's goodput at attainment level x, from its
+// mean attainment over seeds and, with several seeds, from each seed's alone
+// (the spread: where the attainment curve runs close to x, a small change
+// moves the crossing a long way).
 func goodputs(runs []*Result, x float64) []Goodput {
 	var out []Goodput
 	for _, g := range group(runs) {
-		qps, att := points(g)
 		gp := Goodput{Policy: g[0].Policy, Queue: g[0].Queue}
-		// The highest point at or above x, then interpolate towards the next.
-		best := -1
-		for i := range qps {
-			if att[i] >= x {
-				best = i
-			}
+		qps, att := points(g)
+		gp.QPS, gp.Interpolated, gp.Note = crossing(qps, att, x)
+		seeds := map[uint64][]*Result{}
+		for _, r := range g {
+			seeds[r.Seed] = append(seeds[r.Seed], r)
 		}
-		switch {
-		case best < 0:
-			gp.Note = "below the lowest point"
-			gp.QPS = 0
-		case best == len(qps)-1:
-			gp.QPS = qps[best]
-			gp.Note = "at or above the highest point"
-		default:
-			a0, a1 := att[best], att[best+1]
-			gp.QPS = qps[best]
-			if a0 > a1 {
-				gp.QPS += (qps[best+1] - qps[best]) * (a0 - x) / (a0 - a1)
-				gp.Interpolated = gp.QPS != qps[best]
+		if len(seeds) > 1 {
+			sp := &Spread{Min: math.Inf(1), Max: math.Inf(-1)}
+			for _, sg := range seeds {
+				sq, sa := points(sg)
+				q, _, _ := crossing(sq, sa, x)
+				sp.Min, sp.Max = min(sp.Min, q), max(sp.Max, q)
 			}
+			gp.Seeds = sp
 		}
 		out = append(out, gp)
 	}
 	return out
+}
+
+// crossing returns the highest rate at which att (ascending qps) is at least
+// x, interpolated linearly towards the next point, and a note when that is
+// a bound of the sweep.
+func crossing(qps, att []float64, x float64) (q float64, interpolated bool, note string) {
+	best := -1
+	for i := range qps {
+		if att[i] >= x {
+			best = i
+		}
+	}
+	switch {
+	case best < 0:
+		return 0, false, "below the lowest point"
+	case best == len(qps)-1:
+		return qps[best], false, "at or above the highest point"
+	}
+	a0, a1 := att[best], att[best+1]
+	q = qps[best]
+	if a0 > a1 {
+		q += (qps[best+1] - qps[best]) * (a0 - x) / (a0 - a1)
+	}
+	return q, q != qps[best], ""
 }
 
 // Elapsed formats a duration for reports.

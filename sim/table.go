@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -43,6 +44,9 @@ func WriteTable(w io.Writer, rep *Report) error {
 		note := ""
 		if gp.Note != "" {
 			note = "(" + gp.Note + ")"
+		}
+		if gp.Seeds != nil {
+			note = strings.TrimSpace(fmt.Sprintf("single seeds %.2f-%.2f %s", gp.Seeds.Min, gp.Seeds.Max, note))
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s%.2f\t%s\n", gp.Policy, gp.Queue, mark, gp.QPS, note)
 	}
