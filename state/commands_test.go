@@ -44,6 +44,11 @@ func TestCommandsPerDispatch(t *testing.T) {
 		if st := b.store.Stats(); st.Applied != total {
 			return fmt.Sprintf("b: Stats().Applied = %d, want %d", st.Applied, total)
 		}
+		// The publisher counts a batch once Redis has acknowledged it,
+		// which the reader can see before the count moves.
+		if st := a.store.Stats(); st.Published+st.Dropped != total {
+			return fmt.Sprintf("a: Stats() Published=%d Dropped=%d, want %d in all", st.Published, st.Dropped, total)
+		}
 		return ""
 	})
 	elapsed := time.Since(start)
