@@ -52,10 +52,7 @@ func (r *reader) prompts(p *param) (prompts []string, present bool, err error) {
 	case 'n':
 		return nil, false, r.literal("null")
 	case '"':
-		s, err := r.str(p)
-		if err == nil && s == "" {
-			err = errEmptyString(p)
-		}
+		s, err := r.nonEmptyStr(p)
 		if err != nil {
 			return nil, false, err
 		}
@@ -95,10 +92,7 @@ func (r *reader) prompts(p *param) (prompts []string, present bool, err error) {
 		}
 		switch mode {
 		case '"':
-			s, err := r.str(&ep)
-			if err == nil && s == "" {
-				err = errEmptyString(&ep)
-			}
+			s, err := r.nonEmptyStr(&ep)
 			if err != nil {
 				return nil, false, err
 			}

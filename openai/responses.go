@@ -52,10 +52,7 @@ func (r *reader) responsesInput(p *param) (items []Message, present bool, err er
 	case 'n':
 		return nil, false, r.literal("null")
 	case '"':
-		s, err := r.str(p)
-		if err == nil && s == "" {
-			err = errEmptyString(p)
-		}
+		s, err := r.nonEmptyStr(p)
 		if err != nil {
 			return nil, false, err
 		}

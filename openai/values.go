@@ -16,6 +16,15 @@ func (r *reader) str(p *param) (string, error) {
 	return string(b), err
 }
 
+// nonEmptyStr reads a string that must not be empty.
+func (r *reader) nonEmptyStr(p *param) (string, error) {
+	s, err := r.str(p)
+	if err == nil && s == "" {
+		err = errEmptyString(p)
+	}
+	return s, err
+}
+
 // optStr reads a string or null; present is false for null.
 func (r *reader) optStr(p *param) (s string, present bool, err error) {
 	if r.peek() == 'n' {
