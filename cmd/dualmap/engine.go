@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -52,14 +51,8 @@ func runEngine(args []string, stdout, stderr io.Writer) error {
 		seed      = fs.Uint64("seed", 1, "seed of the failed-request draws")
 		name      = fs.String("name", "", "instance name in the x-engine-name header and metrics (default: the listen address)")
 	)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
 	}
 	if *listen == "" {
 		return fmt.Errorf("%w: --listen ADDR is required", errUsage)

@@ -57,15 +57,10 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 		jsonPath    = fs.String("json", "", `write {"summary":..., "results":[...]} to this file`)
 		quiet       = fs.Bool("quiet", false, "no progress bar")
 	)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	case *tracePath == "":
 		return fmt.Errorf("%w: --trace FILE is required", errUsage)
 	case *url == "":

@@ -64,14 +64,8 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		workers    = fs.Int("workers", 0, "parallel runs (0: one per core)")
 		quiet      = fs.Bool("quiet", false, "no progress bar")
 	)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
 	}
 	tr, err := loadTrace(*tracePath, *generate, trace.Options{
 		Format: trace.Format(*format), BlockSize: *blockSize, TimeUnit: *timeUnit,
