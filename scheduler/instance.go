@@ -98,6 +98,16 @@ func (in *instance) cachedTokens(r *Request, blockSize int) int {
 	return min(in.kv.cachedBlocks(r.Blocks)*blockSize, r.Tokens)
 }
 
+// addRecent adds tokens to the windowed load at now.
+func (in *instance) addRecent(now time.Duration, tokens float64) {
+	in.recent = in.recentLoad(now, prebleWindow) + tokens
+	in.recentAt = now
+}
+
+// inFlight is the number of requests dispatched to the instance and not
+// completed, by every replica (the others' as last reported).
+func (in *instance) inFlight() int { return in.running + in.remote.Running }
+
 // recentLoad returns the decayed windowed load at now with time constant tau.
 func (in *instance) recentLoad(now, tau time.Duration) float64 {
 	if in.recent == 0 || now <= in.recentAt {

@@ -169,7 +169,7 @@ func (s *Scheduler) dequeue(r *Request) {
 func (s *Scheduler) admissible(in *instance, r *Request) bool {
 	b := s.cfg.Queue.Budget
 	p := in.pendingTokens + in.remote.PendingTokens
-	if m := s.cfg.Queue.MaxRunning; m > 0 && in.running+in.remote.Running >= m {
+	if m := s.cfg.Queue.MaxRunning; m > 0 && in.inFlight() >= m {
 		return false
 	}
 	return b == 0 || p == 0 || p+r.uncached <= b
@@ -189,7 +189,7 @@ func (s *Scheduler) priority(in *instance, r *Request, now time.Duration) float6
 
 // idle reports whether in may take a late request under LateIdle.
 func (s *Scheduler) idle(in *instance) bool {
-	return in.pendingTokens == 0 && in.running+in.remote.Running < s.cfg.Queue.IdleRunning
+	return in.pendingTokens == 0 && in.inFlight() < s.cfg.Queue.IdleRunning
 }
 
 // late reports whether r has missed its SLO whatever happens next: its

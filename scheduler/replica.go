@@ -50,8 +50,7 @@ func (s *Scheduler) RecordCached(id string, blocks []uint64, at time.Time) error
 			add *= math.Exp(-float64(age) / float64(prebleWindow))
 		}
 	}
-	in.recent = in.recentLoad(now, prebleWindow) + add
-	in.recentAt = now
+	in.addRecent(now, add)
 	in.kv.add(blocks)
 	return nil
 }

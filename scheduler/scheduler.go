@@ -351,8 +351,7 @@ func (s *Scheduler) assign(r *Request, in *instance, now time.Duration, out *Out
 	r.dec.Instance = in.ID
 	r.dec.CachedTokens = r.cached
 	r.dec.EstimatedTTFT = seconds(in.est.ttft(in.ahead(), r.uncached))
-	in.recent = in.recentLoad(now, prebleWindow) + float64(r.uncached)
-	in.recentAt = now
+	in.addRecent(now, float64(r.uncached))
 	if s.cfg.Queue.Budget == 0 {
 		s.dispatch(in, r, now, out)
 		return
