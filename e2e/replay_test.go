@@ -18,10 +18,10 @@ import (
 // one the simulator predicts for the same slice. TTFTs are reported, not
 // asserted (timing belongs in reports).
 func TestTraceReplayMatchesSimulator(t *testing.T) {
-	path := filepath.Join(repoRoot, "..", "shared", "traces", "conversation_trace.jsonl")
+	path := filepath.Join(repoRoot, "e2e", "testdata", "conversation_240.jsonl")
 	tr, err := trace.ReadFile(path, trace.Options{Limit: 240})
 	if err != nil {
-		t.Fatal("conversation trace not available:", err)
+		t.Fatal(err)
 	}
 	// The stack replays prompts at a quarter of their size on engines ten
 	// times faster than real: the simulator gets the same offered load in
