@@ -68,11 +68,11 @@ func BenchmarkPreparePick(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := st.pool.sched.Route(r, nil); err != nil {
+		if _, err := st.pool.sched.EnqueueAndWait(context.Background(), r); err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, time.Since(t0))
-		st.pool.sched.Complete(r, nil)
+		st.pool.sched.Complete(r)
 	}
 	b.StopTimer()
 	reportLatency(b, lat)

@@ -37,9 +37,9 @@ func FuzzBody(f *testing.F) {
 		if r.Tokens < 0 || (r.Tokens > 0 && len(r.Blocks) == 0) {
 			t.Fatalf("prepare() = %d tokens in %d blocks", r.Tokens, len(r.Blocks))
 		}
-		if _, err := st.pool.sched.Route(r, nil); err != nil {
-			t.Fatalf("Route() error = %v", err)
+		if _, err := st.pool.sched.EnqueueAndWait(context.Background(), r); err != nil {
+			t.Fatalf("EnqueueAndWait() error = %v", err)
 		}
-		st.pool.sched.Complete(r, nil)
+		st.pool.sched.Complete(r)
 	})
 }

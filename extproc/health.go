@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dualmap/dualmap/config"
-	"github.com/dualmap/dualmap/scheduler"
 )
 
 // Health: an instance that answers 5xx (or that Envoy cannot reach) is
@@ -20,8 +19,8 @@ import (
 // has passed.
 
 func (s *Server) setHealthy(p *pool, id string, ok bool) {
-	s.background(func(out *scheduler.Outcome) {
-		if err := p.sched.SetHealthy(id, ok, out); err != nil {
+	s.background(func() {
+		if err := p.sched.SetHealthy(id, ok); err != nil {
 			s.log.Debug("health change for an instance no longer in the pool", "pool", p.name, "instance", id)
 		}
 	})
@@ -69,11 +68,11 @@ func (s *Server) upstreamOK(p *pool, id string) {
 // the pool's lock inside the background call, so a decision taken earlier
 // by another goroutine can never overwrite a later one.
 func (s *Server) applyHealth(p *pool, id string) {
-	s.background(func(out *scheduler.Outcome) {
+	s.background(func() {
 		p.mu.Lock()
 		up := !p.healthOf(id).down
 		p.mu.Unlock()
-		if err := p.sched.SetHealthy(id, up, out); err != nil {
+		if err := p.sched.SetHealthy(id, up); err != nil {
 			s.log.Debug("health change for an instance no longer in the pool", "pool", p.name, "instance", id)
 		}
 	})
@@ -150,8 +149,8 @@ func (s *Server) dnsLoop(ctx context.Context, p *pool, d config.DNS) {
 			slices.Sort(addrs)
 			if !slices.Equal(addrs, last) {
 				last = addrs
-				s.background(func(out *scheduler.Outcome) {
-					if err := p.setMembers(nil, &addrs, out); err != nil {
+				s.background(func() {
+					if err := p.setMembers(nil, &addrs); err != nil {
 						s.log.Error("applying dns instances", "pool", p.name, "error", err)
 					}
 				})
@@ -174,8 +173,8 @@ func (s *Server) Reload(c config.Config) {
 			if p.name != pc.Name {
 				continue
 			}
-			s.background(func(out *scheduler.Outcome) {
-				if err := p.setMembers(&pc.Instances, nil, out); err != nil {
+			s.background(func() {
+				if err := p.setMembers(&pc.Instances, nil); err != nil {
 					s.log.Error("reload", "pool", p.name, "error", err)
 				}
 			})

@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -13,18 +14,18 @@ import (
 
 // router is what a pool needs from its scheduler.
 type router interface {
-	Route(r *scheduler.Request, out *scheduler.Outcome) (scheduler.Decision, error)
-	FirstToken(r *scheduler.Request, out *scheduler.Outcome)
-	Complete(r *scheduler.Request, out *scheduler.Outcome)
-	Cancel(r *scheduler.Request, out *scheduler.Outcome)
-	Tick(out *scheduler.Outcome)
+	EnqueueAndWait(ctx context.Context, r *scheduler.Request) (scheduler.Decision, error)
+	FirstToken(r *scheduler.Request)
+	Complete(r *scheduler.Request)
+	Cancel(r *scheduler.Request)
+	Tick()
 	AnyReady(n uint64) (string, error)
-	SetHealthy(id string, healthy bool, out *scheduler.Outcome) error
-	SetInstances(list []scheduler.Instance, out *scheduler.Outcome) error
+	SetHealthy(id string, healthy bool) error
+	SetInstances(list []scheduler.Instance) error
 	Instances() []scheduler.InstanceState
 	QueueLen() int
 	Plan() []scheduler.Move
-	Apply(moves []scheduler.Move, out *scheduler.Outcome) int
+	Apply(moves []scheduler.Move) int
 	Rebalances() bool
 	SetEngineLoad(id string, l scheduler.EngineLoad) error
 	state.Applier
@@ -101,7 +102,7 @@ func instances(static []config.Instance, resolved []string) []scheduler.Instance
 // setMembers replaces the pool's instances (config reload or DNS); streams
 // in flight are unaffected, queued requests of removed instances re-routed.
 // A nil pointer keeps that part as it was.
-func (p *pool) setMembers(static *[]config.Instance, resolved *[]string, out *scheduler.Outcome) error {
+func (p *pool) setMembers(static *[]config.Instance, resolved *[]string) error {
 	p.mu.Lock()
 	if static != nil {
 		p.static = *static
@@ -120,7 +121,7 @@ func (p *pool) setMembers(static *[]config.Instance, resolved *[]string, out *sc
 		}
 	}
 	p.mu.Unlock()
-	return p.sched.SetInstances(list, out)
+	return p.sched.SetInstances(list)
 }
 
 // healthOf returns id's health state, creating it. Call with p.mu held.

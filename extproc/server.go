@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/dualmap/dualmap/config"
-	"github.com/dualmap/dualmap/scheduler"
 )
 
 // Options are a Server's dependencies. Zero values mean defaults.
@@ -54,8 +53,7 @@ type Server struct {
 	def     *pool // the "*" pool, or nil
 	seq     atomic.Uint64
 
-	outMu sync.Mutex // guards out, the shared Outcome of background calls
-	out   scheduler.Outcome
+	bgMu sync.Mutex // serializes background changes (health, membership, rebalancing)
 }
 
 // New builds the pools of cfg (tokenizers, schedulers).
@@ -173,7 +171,7 @@ func (s *Server) ticker(ctx context.Context) {
 		case <-t.C:
 		}
 		for _, p := range s.pools {
-			s.background(func(out *scheduler.Outcome) { p.sched.Tick(out) })
+			p.sched.Tick()
 			if p.shared && p.sched.Rebalances() {
 				s.rebalance(ctx, p)
 			}
@@ -211,32 +209,16 @@ func (s *Server) rebalance(ctx context.Context, p *pool) {
 		}
 	}
 	if len(kept) > 0 {
-		s.background(func(out *scheduler.Outcome) { p.sched.Apply(kept, out) })
+		s.background(func() { p.sched.Apply(kept) })
 	}
 }
 
-// background runs f with the shared Outcome and delivers what it caused.
-func (s *Server) background(f func(out *scheduler.Outcome)) {
-	s.outMu.Lock()
-	defer s.outMu.Unlock()
-	f(&s.out)
-	deliver(&s.out)
-}
-
-// deliver hands dispatched and failed requests to the streams waiting for
-// them, then resets out.
-func deliver(out *scheduler.Outcome) {
-	for _, d := range out.Dispatched {
-		if st, ok := d.Request.Tag.(*stream); ok {
-			st.signal(result{dec: d.Decision})
-		}
-	}
-	for _, f := range out.Failed {
-		if st, ok := f.Request.Tag.(*stream); ok {
-			st.signal(result{err: f.Err})
-		}
-	}
-	out.Reset()
+// background runs f, one such change at a time, so that a health or
+// membership decision taken earlier never overwrites a later one.
+func (s *Server) background(f func()) {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	f()
 }
 
 func (s *Server) updateGauges() {

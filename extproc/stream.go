@@ -17,12 +17,6 @@ import (
 	"github.com/dualmap/dualmap/tokenize"
 )
 
-// result is how a queued request learns its fate.
-type result struct {
-	dec scheduler.Decision
-	err error
-}
-
 // stream is the processor of one ext_proc stream (one HTTP request). Its
 // methods run on the stream's goroutine, except signal.
 type stream struct {
@@ -42,19 +36,10 @@ type stream struct {
 	settled    bool // completed or cancelled there
 	awaitBody  bool // response body chunks will tell first token and end
 	firstToken bool // the first non-empty response body chunk was seen
-	ready      chan result
 }
 
 func newStream(s *Server, ctx context.Context) *stream {
-	return &stream{s: s, ctx: ctx, ready: make(chan result, 1)}
-}
-
-// signal delivers a queued request's outcome; never blocks.
-func (st *stream) signal(r result) {
-	select {
-	case st.ready <- r:
-	default:
-	}
+	return &stream{s: s, ctx: ctx}
 }
 
 // handle answers one message with exactly one response of the matching
@@ -164,28 +149,20 @@ func (st *stream) onRequestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResp
 	st.req = r
 	p := st.pool
 	start = time.Now()
-	var out scheduler.Outcome
-	dec, err := p.sched.Route(r, &out)
-	st.s.m.decide.Observe(time.Since(start).Seconds())
+	dec, err := p.sched.EnqueueAndWait(st.ctx, r)
 	if err != nil {
+		// The scheduler holds nothing of a request it shed or that was
+		// cancelled while waiting.
+		if st.ctx.Err() != nil {
+			return nil // the stream is gone
+		}
 		return st.fail(err)
 	}
 	st.routed = true
-	deliverOthers(&out, st)
-	if dec.Queued {
-		waitStart := time.Now()
-		select {
-		case res := <-st.ready:
-			if res.err != nil {
-				st.settled = true // the scheduler already let go of it
-				return st.fail(res.err)
-			}
-			dec = res.dec
-		case <-st.ctx.Done():
-			return nil // the stream is gone; finish cancels the request
-		}
-		st.s.m.queueWait.WithLabelValues(p.name).Observe(time.Since(waitStart).Seconds())
+	if dec.Waited > 0 {
+		st.s.m.queueWait.WithLabelValues(p.name).Observe(dec.Waited.Seconds())
 	}
+	st.s.m.decide.Observe((time.Since(start) - dec.Waited).Seconds())
 	st.dec = dec
 	st.dispatched = time.Now()
 	p.store.Dispatched(dec.Instance, r.Blocks) // for the other replicas' cache index
@@ -195,22 +172,6 @@ func (st *stream) onRequestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResp
 	resp := continueBody(st.pin(dec))
 	resp.DynamicMetadata = st.metadata(dec)
 	return resp
-}
-
-// deliverOthers hands out what a stream's own call dispatched for other
-// streams (its own request it reads from the call's result).
-func deliverOthers(out *scheduler.Outcome, self *stream) {
-	for _, d := range out.Dispatched {
-		if st, ok := d.Request.Tag.(*stream); ok && st != self {
-			st.signal(result{dec: d.Decision})
-		}
-	}
-	for _, f := range out.Failed {
-		if st, ok := f.Request.Tag.(*stream); ok && st != self {
-			st.signal(result{err: f.Err})
-		}
-	}
-	out.Reset()
 }
 
 // prepare parses the body and tokenizes the prompt into a scheduler request.
@@ -243,7 +204,7 @@ func (st *stream) prepare() (*scheduler.Request, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errTokenize, err)
 	}
-	r := &scheduler.Request{Blocks: prompt.Blocks, Tokens: prompt.Tokens, SLO: slo, Tag: st}
+	r := &scheduler.Request{Blocks: prompt.Blocks, Tokens: prompt.Tokens, SLO: slo}
 	if st.session != "" {
 		r.Session = sessionKey(st.session)
 	}
@@ -365,14 +326,12 @@ func (st *stream) onResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRes
 // settle reports the request's progress to the scheduler: its prefill is
 // done (FirstToken; it feeds the TTFT estimator), or it is over (Complete).
 func (st *stream) settle(done bool) {
-	var out scheduler.Outcome
 	if done {
-		st.pool.sched.Complete(st.req, &out)
+		st.pool.sched.Complete(st.req)
 		st.settled = true
 	} else {
-		st.pool.sched.FirstToken(st.req, &out)
+		st.pool.sched.FirstToken(st.req)
 	}
-	deliverOthers(&out, st)
 }
 
 // finish runs when the stream ends: the response is over or the client
@@ -382,13 +341,11 @@ func (st *stream) finish() {
 		return
 	}
 	st.settled = true
-	var out scheduler.Outcome
 	if st.dispatched.IsZero() {
-		st.pool.sched.Cancel(st.req, &out)
+		st.pool.sched.Cancel(st.req)
 	} else {
-		st.pool.sched.Complete(st.req, &out)
+		st.pool.sched.Complete(st.req)
 	}
-	deliverOthers(&out, st)
 }
 
 // fail answers with the error and counts it.

@@ -48,18 +48,18 @@ func BenchmarkRouteComplete(b *testing.B) {
 			s, _ := mustNew(b, Config{}, n)
 			warm(b, s, 20*n)
 			_, reqs := benchScheduler(b, "dualmap", 1)
-			var out Outcome
+			var out outcome
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				r := reqs[i&255]
 				r.state = stateNew // reused: it finished in the previous lap
-				if _, err := s.Route(r, &out); err != nil {
+				if _, err := s.Submit(r, &out); err != nil {
 					b.Fatal(err)
 				}
-				s.FirstToken(r, nil)
-				s.Complete(r, nil)
-				out.Reset()
+				s.FirstToken(r)
+				s.Complete(r)
+				out.reset()
 			}
 		})
 	}

@@ -15,8 +15,8 @@ func TestPolicyConformanceEmptyPool(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s, _ := mustNew(t, Config{Policy: name}, 0)
 			r := req(prompt(1, 1, 0, 4))
-			if _, err := s.Route(r, &Outcome{}); !errors.Is(err, ErrNoEndpoint) {
-				t.Errorf("Route() on empty pool error = %v, want ErrNoEndpoint", err)
+			if _, err := s.Submit(r, nil); !errors.Is(err, ErrNoEndpoint) {
+				t.Errorf("Submit() on empty pool error = %v, want ErrNoEndpoint", err)
 			}
 			if _, err := s.Pick(r); !errors.Is(err, ErrNoEndpoint) {
 				t.Errorf("Pick() on empty pool error = %v, want ErrNoEndpoint", err)
@@ -32,16 +32,16 @@ func TestPolicyConformanceNoReadyInstance(t *testing.T) {
 			for i, in := range pool(3) {
 				var err error
 				if i == 0 {
-					err = s.SetDraining(in.ID, true, nil)
+					err = s.SetDraining(in.ID, true)
 				} else {
-					err = s.SetHealthy(in.ID, false, nil)
+					err = s.SetHealthy(in.ID, false)
 				}
 				if err != nil {
 					t.Fatal(err)
 				}
 			}
-			if _, err := s.Route(req(prompt(1, 1, 0, 4)), &Outcome{}); !errors.Is(err, ErrNoEndpoint) {
-				t.Errorf("Route() error = %v, want ErrNoEndpoint", err)
+			if _, err := s.Submit(req(prompt(1, 1, 0, 4)), nil); !errors.Is(err, ErrNoEndpoint) {
+				t.Errorf("Submit() error = %v, want ErrNoEndpoint", err)
 			}
 		})
 	}
@@ -57,25 +57,25 @@ func TestPolicyConformanceAlwaysReady(t *testing.T) {
 			list := pool(n)
 			rng := rand.New(rand.NewPCG(1, 2))
 			unready := map[string]bool{}
-			var out Outcome
+			var out outcome
 			var inflight []*Request
 			for i := 0; i < 3000; i++ {
 				if i%50 == 0 {
 					id := list[rng.IntN(n)].ID
 					if rng.IntN(2) == 0 {
-						_ = s.SetHealthy(id, unready[id], &out)
+						_ = s.SetHealthy(id, unready[id])
 					} else {
-						_ = s.SetDraining(id, !unready[id], &out)
+						_ = s.SetDraining(id, !unready[id])
 					}
 					unready[id] = !unready[id]
 					if unready[id] && (rng.IntN(2) == 0) {
 						// undo half of the draining flips through the other flag
-						_ = s.SetDraining(id, false, &out)
-						_ = s.SetHealthy(id, false, &out)
+						_ = s.SetDraining(id, false)
+						_ = s.SetHealthy(id, false)
 					}
 				}
 				r := req(prompt(uint64(rng.IntN(20)), uint64(i), rng.IntN(4), 1+rng.IntN(12)))
-				dec, err := s.Route(r, &out)
+				dec, err := s.Submit(r, &out)
 				if len(unready) == n && allTrue(unready) {
 					continue
 				}
@@ -83,26 +83,26 @@ func TestPolicyConformanceAlwaysReady(t *testing.T) {
 					continue
 				}
 				if err != nil {
-					t.Fatalf("Route() error = %v", err)
+					t.Fatalf("Submit() error = %v", err)
 				}
 				if unready[dec.Instance] {
-					t.Fatalf("Route() = %s, which is not ready", dec.Instance)
+					t.Fatalf("Submit() = %s, which is not ready", dec.Instance)
 				}
 				inflight = append(inflight, r)
 				clk.Advance(7_000_000)
 				if len(inflight) > 20 {
 					k := rng.IntN(len(inflight))
-					s.FirstToken(inflight[k], &out)
-					s.Complete(inflight[k], &out)
+					s.FirstToken(inflight[k])
+					s.Complete(inflight[k])
 					inflight = append(inflight[:k], inflight[k+1:]...)
 				}
-				s.Tick(&out)
-				for _, d := range out.Dispatched {
+				s.Tick()
+				for _, d := range out.sent {
 					if unready[d.Decision.Instance] {
 						t.Fatalf("dispatched to %s, which is not ready", d.Decision.Instance)
 					}
 				}
-				out.Reset()
+				out.reset()
 			}
 		})
 	}
@@ -134,17 +134,17 @@ func TestPolicyConformanceZeroAlloc(t *testing.T) {
 // warm routes and completes count requests so that caches and loads are set.
 func warm(t testing.TB, s *Scheduler, count int) {
 	rng := rand.New(rand.NewPCG(9, 9))
-	var out Outcome
+	var out outcome
 	for i := 0; i < count; i++ {
 		r := req(prompt(uint64(rng.IntN(30)), uint64(i), 1+rng.IntN(6), 2+rng.IntN(14)))
-		if _, err := s.Route(r, &out); err != nil {
+		if _, err := s.Submit(r, &out); err != nil {
 			t.Fatal(err)
 		}
 		if i%3 != 0 {
-			s.FirstToken(r, &out)
-			s.Complete(r, &out)
+			s.FirstToken(r)
+			s.Complete(r)
 		}
-		out.Reset()
+		out.reset()
 	}
 }
 
@@ -160,45 +160,43 @@ func TestPolicyConformanceConcurrent(t *testing.T) {
 				go func(g int) {
 					defer wg.Done()
 					rng := rand.New(rand.NewPCG(uint64(g), 1))
-					var out Outcome
+					var out outcome
 					for i := 0; i < 300; i++ {
 						r := req(prompt(uint64(rng.IntN(10)), uint64(g<<20|i), 2, 4+rng.IntN(8)))
-						dec, err := s.Route(r, &out)
+						dec, err := s.Submit(r, &out)
 						if err != nil {
-							t.Errorf("Route() error = %v", err)
+							t.Errorf("Submit() error = %v", err)
 							return
 						}
 						clk.Advance(1_000_000)
 						if dec.Queued {
-							s.Cancel(r, &out)
+							s.Cancel(r)
 						} else {
-							s.FirstToken(r, &out)
-							s.Complete(r, &out)
+							s.FirstToken(r)
+							s.Complete(r)
 						}
-						for _, d := range out.Dispatched {
-							s.FirstToken(d.Request, nil)
-							s.Complete(d.Request, nil)
+						for _, d := range out.take() {
+							s.FirstToken(d.Request)
+							s.Complete(d.Request)
 						}
-						out.Reset()
 					}
 				}(g)
 			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				var out Outcome
+				var out outcome
 				for i := 0; i < 100; i++ {
-					s.Tick(&out)
+					s.Tick()
 					_ = s.Instances()
 					_ = s.Stats()
 					_ = s.KeyDepthState()
-					_ = s.SetDraining(pool(8)[i%8].ID, i%2 == 0, &out)
-					for _, d := range out.Dispatched {
-						s.Complete(d.Request, nil)
+					_ = s.SetDraining(pool(8)[i%8].ID, i%2 == 0)
+					for _, d := range out.take() {
+						s.Complete(d.Request)
 					}
-					out.Reset()
 				}
-				_ = s.SetDraining(pool(8)[0].ID, false, nil)
+				_ = s.SetDraining(pool(8)[0].ID, false)
 			}()
 			wg.Wait()
 		})
@@ -256,13 +254,13 @@ func TestBadInstances(t *testing.T) {
 func TestBadRequest(t *testing.T) {
 	s, _ := mustNew(t, Config{}, 2)
 	for _, r := range []*Request{{Tokens: -1}, {Tokens: 5}} {
-		if _, err := s.Route(r, nil); !errors.Is(err, ErrBadRequest) {
-			t.Errorf("Route(%+v) error = %v, want ErrBadRequest", r, err)
+		if _, err := s.Submit(r, nil); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("Submit(%+v) error = %v, want ErrBadRequest", r, err)
 		}
 	}
 	r := req(prompt(1, 1, 0, 2))
 	route(t, s, r)
-	if _, err := s.Route(r, nil); !errors.Is(err, ErrBadRequest) {
-		t.Errorf("second Route() error = %v, want ErrBadRequest", err)
+	if _, err := s.Submit(r, nil); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("second Submit() error = %v, want ErrBadRequest", err)
 	}
 }

@@ -69,10 +69,9 @@ func mustNew(t testing.TB, cfg Config, n int) (*Scheduler, *fakeClock) {
 
 func route(t testing.TB, s *Scheduler, r *Request) Decision {
 	t.Helper()
-	var out Outcome
-	d, err := s.Route(r, &out)
+	d, err := s.Submit(r, recorder(s))
 	if err != nil {
-		t.Fatalf("Route() error = %v", err)
+		t.Fatalf("Submit() error = %v", err)
 	}
 	return d
 }
@@ -84,4 +83,68 @@ func state(s *Scheduler, id string) InstanceState {
 		}
 	}
 	return InstanceState{}
+}
+
+// outcome records what the Scheduler tells the waiters of queued requests
+// (requests submitted with it as their Waiter). Safe for concurrent use
+// through take; the fields are for single-goroutine tests.
+type outcome struct {
+	mu     sync.Mutex
+	sent   []dispatch
+	failed []failure
+}
+
+type dispatch struct {
+	Request  *Request
+	Decision Decision
+}
+
+type failure struct {
+	Request *Request
+	Err     error
+}
+
+func (o *outcome) Dispatched(r *Request, d Decision) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.sent = append(o.sent, dispatch{r, d})
+}
+
+func (o *outcome) Failed(r *Request, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.failed = append(o.failed, failure{r, err})
+}
+
+func (o *outcome) reset() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.sent, o.failed = nil, nil
+}
+
+// take returns and forgets what was dispatched so far.
+func (o *outcome) take() []dispatch {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	d := o.sent
+	o.sent = nil
+	return d
+}
+
+var (
+	recordersMu sync.Mutex
+	recorders   = map[*Scheduler]*outcome{}
+)
+
+// recorder is the outcome that route gives as the Waiter of every request
+// it submits to s.
+func recorder(s *Scheduler) *outcome {
+	recordersMu.Lock()
+	defer recordersMu.Unlock()
+	o := recorders[s]
+	if o == nil {
+		o = new(outcome)
+		recorders[s] = o
+	}
+	return o
 }

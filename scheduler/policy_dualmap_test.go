@@ -42,20 +42,20 @@ func TestDualMapPrefersCacheThenLoad(t *testing.T) {
 	a, b := pairOf(t, s, p)
 	loadInstance(t, s, a, 1000)
 	if d := route(t, s, req(p)); d.Instance != b || d.Reason != ReasonTie {
-		t.Fatalf("cold Route() = %s (%v), want the less loaded %s (tie)", d.Instance, d.Reason, b)
+		t.Fatalf("cold Submit() = %s (%v), want the less loaded %s (tie)", d.Instance, d.Reason, b)
 	}
 	// b now holds the prefix: a request sharing it goes to b even though b
 	// is more loaded than a, while b stays within the SLO.
 	loadInstance(t, s, b, 20000)
 	q := prompt(1, 2, 6, 8)
 	if d := route(t, s, req(q)); d.Instance != b || d.Reason != ReasonCache {
-		t.Fatalf("warm Route() = %s (%v), want cache holder %s (cache)", d.Instance, d.Reason, b)
+		t.Fatalf("warm Submit() = %s (%v), want cache holder %s (cache)", d.Instance, d.Reason, b)
 	}
 	// Overload b past the SLO: load wins.
 	loadInstance(t, s, b, 60000)
 	r := prompt(1, 3, 6, 8)
 	if d := route(t, s, req(r)); d.Instance != a || d.Reason != ReasonLoad {
-		t.Fatalf("hot Route() = %s (%v), want %s (load)", d.Instance, d.Reason, a)
+		t.Fatalf("hot Submit() = %s (%v), want %s (load)", d.Instance, d.Reason, a)
 	}
 }
 
@@ -68,7 +68,7 @@ func TestDualMapHeadroom(t *testing.T) {
 	route(t, s, req(p))          // b caches
 	loadInstance(t, s, b, 30000) // 3 s + own: over 2.5 s, under 5 s
 	if d := route(t, s, req(prompt(2, 2, 6, 8))); d.Instance != a || d.Reason != ReasonLoad {
-		t.Fatalf("Route() = %s (%v), want %s (load) at headroom 0.5", d.Instance, d.Reason, a)
+		t.Fatalf("Submit() = %s (%v), want %s (load) at headroom 0.5", d.Instance, d.Reason, a)
 	}
 }
 
@@ -83,10 +83,10 @@ func TestDualMapOverflowGlobal(t *testing.T) {
 			d := route(t, s, req(p))
 			inPair := d.Instance == a || d.Instance == b
 			if overflow == "none" && (d.Instance != a || d.Reason != ReasonTie) {
-				t.Errorf("Route() = %s (%v), want %s inside the pair", d.Instance, d.Reason, a)
+				t.Errorf("Submit() = %s (%v), want %s inside the pair", d.Instance, d.Reason, a)
 			}
 			if overflow == "global" && (inPair || d.Reason != ReasonOverflow) {
-				t.Errorf("Route() = %s (%v), want an idle instance outside the pair (overflow)", d.Instance, d.Reason)
+				t.Errorf("Submit() = %s (%v), want an idle instance outside the pair (overflow)", d.Instance, d.Reason)
 			}
 		})
 	}
@@ -115,7 +115,7 @@ func TestDualMapAblationChoices(t *testing.T) {
 			loadInstance(t, s, a, 20000)
 			loadInstance(t, s, b, 10000)
 			if d := route(t, s, req(prompt(4, 2, 6, 8))); d.Instance != tt.want(a, b) {
-				t.Errorf("choice=%s Route() = %s, want %s", tt.choice, d.Instance, tt.want(a, b))
+				t.Errorf("choice=%s Submit() = %s, want %s", tt.choice, d.Instance, tt.want(a, b))
 			}
 		})
 	}
@@ -137,7 +137,7 @@ func TestDualMapHopelessStaysWithCache(t *testing.T) {
 			d := route(t, s, req(prompt(6, 2, 6, 8)))
 			want := map[string]string{"cache": a, "load": b}[hopeless]
 			if d.Instance != want {
-				t.Errorf("hopeless=%s Route() = %s (%v), want %s", hopeless, d.Instance, d.Reason, want)
+				t.Errorf("hopeless=%s Submit() = %s (%v), want %s", hopeless, d.Instance, d.Reason, want)
 			}
 		})
 	}
@@ -153,12 +153,12 @@ func TestPerRequestSLO(t *testing.T) {
 	loadInstance(t, s, a, 20000) // ~2 s: fine for 5 s, not for 1 s
 	batch := req(prompt(5, 2, 6, 8))
 	if d := route(t, s, batch); d.Instance != a {
-		t.Errorf("default SLO Route() = %s, want cache holder %s", d.Instance, a)
+		t.Errorf("default SLO Submit() = %s, want cache holder %s", d.Instance, a)
 	}
 	interactive := req(prompt(5, 3, 6, 8))
 	interactive.SLO = time.Second
 	if d := route(t, s, interactive); d.Instance == a || d.Reason != ReasonLoad {
-		t.Errorf("1 s SLO Route() = %s (%v), want the other candidate (load)", d.Instance, d.Reason)
+		t.Errorf("1 s SLO Submit() = %s (%v), want the other candidate (load)", d.Instance, d.Reason)
 	}
 }
 
@@ -179,7 +179,7 @@ func TestSamePrefixSamePair(t *testing.T) {
 	list := pool(17)
 	removed := list[3].ID
 	list = append(list[:3], list[4:]...) // remove one, add one (the 17th)
-	if err := s.SetInstances(list, nil); err != nil {
+	if err := s.SetInstances(list); err != nil {
 		t.Fatal(err)
 	}
 	added := pool(17)[16].ID

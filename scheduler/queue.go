@@ -224,7 +224,7 @@ func (s *Scheduler) top(in *instance, now time.Duration) int {
 // drain dispatches from in's queue, best first, while the head fits the
 // budget. The head is never skipped for a smaller request behind it, so a
 // large prompt is not overtaken forever.
-func (s *Scheduler) drain(in *instance, now time.Duration, out *Outcome) {
+func (s *Scheduler) drain(in *instance, now time.Duration) {
 	deadline := s.cfg.Queue.Order == OrderDeadline
 	for len(in.queue) > 0 {
 		r := in.queue[s.top(in, now)]
@@ -233,9 +233,7 @@ func (s *Scheduler) drain(in *instance, now time.Duration, out *Outcome) {
 				s.dequeue(r)
 				r.state = stateDone
 				s.stats.Late++
-				if out != nil {
-					out.Failed = append(out.Failed, Failure{Request: r, Err: ErrLate})
-				}
+				r.notifyFailed(ErrLate)
 				continue
 			}
 			if !s.idle(in) {
@@ -246,12 +244,12 @@ func (s *Scheduler) drain(in *instance, now time.Duration, out *Outcome) {
 			return
 		}
 		s.dequeue(r)
-		s.dispatch(in, r, now, out)
+		s.dispatch(in, r, now)
 	}
 }
 
 // expire fails requests that waited longer than MaxWait.
-func (s *Scheduler) expire(now time.Duration, out *Outcome) {
+func (s *Scheduler) expire(now time.Duration) {
 	for _, in := range s.members {
 		for i := 0; i < len(in.queue); {
 			r := in.queue[i]
@@ -262,9 +260,7 @@ func (s *Scheduler) expire(now time.Duration, out *Outcome) {
 			s.dequeue(r) // swaps another request into slot i
 			r.state = stateDone
 			s.stats.Expired++
-			if out != nil {
-				out.Failed = append(out.Failed, Failure{Request: r, Err: ErrQueueTimeout})
-			}
+			r.notifyFailed(ErrQueueTimeout)
 		}
 	}
 }

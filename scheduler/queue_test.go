@@ -17,7 +17,7 @@ func victimWait(t *testing.T, aging float64) time.Duration {
 		Queue:  QueueConfig{Budget: 1000, AgingRate: aging, Order: OrderCache},
 	}
 	s, clk := mustNew(t, cfg, 1)
-	var out Outcome
+	var out outcome
 	var inflight []*Request
 	shared := prompt(1, 0, 3, 4)
 	warmReq := req(shared) // warms the shared prefix
@@ -30,30 +30,30 @@ func victimWait(t *testing.T, aging float64) time.Duration {
 		now := time.Duration(tick) * step
 		// Two arrivals per step, one service per step: saturated.
 		for k := 0; k < 2; k++ {
-			if _, err := s.Route(req(prompt(1, uint64(tick*2+k+1), 3, 4)), &out); err != nil {
+			if _, err := s.Submit(req(prompt(1, uint64(tick*2+k+1), 3, 4)), &out); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if tick == 20 {
 			victim = req(prompt(999, 999, 0, 4))
 			victimAt = now
-			if _, err := s.Route(victim, &out); err != nil {
+			if _, err := s.Submit(victim, &out); err != nil {
 				t.Fatal(err)
 			}
 		}
-		for _, d := range out.Dispatched {
+		for _, d := range out.sent {
 			if d.Request == victim {
 				return now - victimAt
 			}
 			inflight = append(inflight, d.Request)
 		}
-		out.Reset()
+		out.reset()
 		clk.Advance(step)
 		if len(inflight) > 0 {
 			r := inflight[0]
 			inflight = inflight[1:]
-			s.FirstToken(r, &out)
-			s.Complete(r, &out)
+			s.FirstToken(r)
+			s.Complete(r)
 		}
 	}
 	return 400 * step
@@ -79,35 +79,35 @@ func TestQueueBudgetCountsOtherReplicas(t *testing.T) {
 	cfg := Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 2500}}
 	s, _ := mustNew(t, cfg, 1)
 	id := pool(1)[0].ID
-	var out Outcome
+	var out outcome
 	if err := s.SetRemoteLoad(id, Load{PendingTokens: 1000, Running: 1}); err != nil {
 		t.Fatal(err)
 	}
 	r := req(prompt(1, 1, 0, 4)) // 2048 uncached + 1000 remote > 2500: waits
-	if d, _ := s.Route(r, &out); !d.Queued {
+	if d, _ := s.Submit(r, &out); !d.Queued {
 		t.Fatalf("request dispatched with 1000 tokens pending from other replicas, want queued (over budget)")
 	}
-	s.Tick(&out)
-	if len(out.Dispatched) != 0 {
-		t.Fatalf("Tick dispatched %d requests while the remote prefill is still pending", len(out.Dispatched))
+	s.Tick()
+	if len(out.sent) != 0 {
+		t.Fatalf("Tick dispatched %d requests while the remote prefill is still pending", len(out.sent))
 	}
 	if err := s.SetRemoteLoad(id, Load{PendingTokens: 400, Running: 1}); err != nil {
 		t.Fatal(err)
 	}
-	s.Tick(&out) // 400 + 2048 <= 2500
-	if len(out.Dispatched) != 1 || out.Dispatched[0].Request != r {
-		t.Fatalf("after the remote prefill drained, Tick dispatched %v, want the queued request", out.Dispatched)
+	s.Tick() // 400 + 2048 <= 2500
+	if len(out.sent) != 1 || out.sent[0].Request != r {
+		t.Fatalf("after the remote prefill drained, Tick dispatched %v, want the queued request", out.sent)
 	}
-	out.Reset()
+	out.reset()
 	if err := s.SetRemoteLoad(id, Load{PendingTokens: 3000, Running: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if st := state(s, id); st.PendingTokens != 2048 {
 		t.Fatalf("own pending = %d, want 2048", st.PendingTokens)
 	}
-	s.FirstToken(r, &out)
+	s.FirstToken(r)
 	small := req(prompt(2, 2, 0, 1)) // nothing pending here, but 3000 elsewhere: waits
-	if d, _ := s.Route(small, &out); !d.Queued {
+	if d, _ := s.Submit(small, &out); !d.Queued {
 		t.Errorf("request dispatched over the budget other replicas filled, want queued")
 	}
 }
@@ -118,7 +118,7 @@ func TestQueueMaxRunning(t *testing.T) {
 	cfg := Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 1 << 20, MaxRunning: 3}}
 	s, _ := mustNew(t, cfg, 1)
 	id := pool(1)[0].ID
-	var out Outcome
+	var out outcome
 	if err := s.SetRemoteLoad(id, Load{Running: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -126,19 +126,19 @@ func TestQueueMaxRunning(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		r := req(prompt(uint64(10+i), uint64(i), 0, 1))
 		reqs = append(reqs, r)
-		d, _ := s.Route(r, &out)
+		d, _ := s.Submit(r, &out)
 		if want := i >= 2; d.Queued != want { // 1 remote + 2 own = 3
 			t.Fatalf("request %d queued = %v, want %v", i, d.Queued, want)
 		}
 	}
-	out.Reset()
-	s.FirstToken(reqs[0], &out) // prefill done, still running: nothing frees
-	if len(out.Dispatched) != 0 {
-		t.Fatalf("first token dispatched %d requests, want none (still 3 running)", len(out.Dispatched))
+	out.reset()
+	s.FirstToken(reqs[0]) // prefill done, still running: nothing frees
+	if len(out.sent) != 0 {
+		t.Fatalf("first token dispatched %d requests, want none (still 3 running)", len(out.sent))
 	}
-	s.Complete(reqs[0], &out)
-	if len(out.Dispatched) != 1 || out.Dispatched[0].Request != reqs[2] {
-		t.Fatalf("after a completion dispatched %v, want the held request", out.Dispatched)
+	s.Complete(reqs[0])
+	if len(out.sent) != 1 || out.sent[0].Request != reqs[2] {
+		t.Fatalf("after a completion dispatched %v, want the held request", out.sent)
 	}
 	if _, err := New(Config{Queue: QueueConfig{MaxRunning: -1}}, pool(1)); err == nil {
 		t.Errorf("New accepted queue.max_running -1")
@@ -148,24 +148,24 @@ func TestQueueMaxRunning(t *testing.T) {
 func TestQueueBudgetAndOrder(t *testing.T) {
 	cfg := Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 2500}}
 	s, clk := mustNew(t, cfg, 1)
-	var out Outcome
+	var out outcome
 	first := req(prompt(1, 1, 3, 4)) // 2048 uncached: dispatched
-	if d, _ := s.Route(first, &out); d.Queued {
+	if d, _ := s.Submit(first, &out); d.Queued {
 		t.Fatalf("first request queued, want dispatched (nothing pending)")
 	}
 	second := req(prompt(2, 2, 0, 4)) // 2048 + 2048 > 2500: waits
-	if d, _ := s.Route(second, &out); !d.Queued {
+	if d, _ := s.Submit(second, &out); !d.Queued {
 		t.Fatalf("second request dispatched, want queued (over budget)")
 	}
 	clk.Advance(time.Millisecond)
 	third := req(prompt(1, 3, 3, 4)) // shares 3 blocks with first: 2048 + 512 > 2500 waits, cache-rich
-	if d, _ := s.Route(third, &out); !d.Queued {
+	if d, _ := s.Submit(third, &out); !d.Queued {
 		t.Fatalf("third request dispatched, want queued")
 	}
-	out.Reset()
-	s.FirstToken(first, &out) // pending drops to 0: one request fits
-	if len(out.Dispatched) < 1 || out.Dispatched[0].Request != third {
-		t.Fatalf("after first token dispatched %v, want the cache-rich third request first", out.Dispatched)
+	out.reset()
+	s.FirstToken(first) // pending drops to 0: one request fits
+	if len(out.sent) < 1 || out.sent[0].Request != third {
+		t.Fatalf("after first token dispatched %v, want the cache-rich third request first", out.sent)
 	}
 	if st := state(s, pool(1)[0].ID); st.Queued != 1 || st.Running != 2 {
 		t.Errorf("state = %+v, want 1 queued, 2 running", st)
@@ -175,19 +175,19 @@ func TestQueueBudgetAndOrder(t *testing.T) {
 func TestQueueMaxWaitExpires(t *testing.T) {
 	cfg := Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 100, MaxWait: 2 * time.Second}}
 	s, clk := mustNew(t, cfg, 1)
-	var out Outcome
+	out := recorder(s)
 	route(t, s, req(prompt(1, 1, 0, 4)))
 	waiting := req(prompt(2, 2, 0, 4))
 	route(t, s, waiting)
 	clk.Advance(time.Second)
-	s.Tick(&out)
-	if len(out.Failed) != 0 {
-		t.Fatalf("failed after 1s = %d, want 0", len(out.Failed))
+	s.Tick()
+	if len(out.failed) != 0 {
+		t.Fatalf("failed after 1s = %d, want 0", len(out.failed))
 	}
 	clk.Advance(1500 * time.Millisecond)
-	s.Tick(&out)
-	if len(out.Failed) != 1 || out.Failed[0].Request != waiting || !errors.Is(out.Failed[0].Err, ErrQueueTimeout) {
-		t.Fatalf("failed = %+v, want the waiting request with ErrQueueTimeout", out.Failed)
+	s.Tick()
+	if len(out.failed) != 1 || out.failed[0].Request != waiting || !errors.Is(out.failed[0].Err, ErrQueueTimeout) {
+		t.Fatalf("failed = %+v, want the waiting request with ErrQueueTimeout", out.failed)
 	}
 	if s.QueueLen() != 0 {
 		t.Errorf("QueueLen() = %d, want 0", s.QueueLen())
@@ -197,20 +197,19 @@ func TestQueueMaxWaitExpires(t *testing.T) {
 func TestCancelQueuedAndInflight(t *testing.T) {
 	cfg := Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 100}}
 	s, _ := mustNew(t, cfg, 1)
-	var out Outcome
 	a, b := req(prompt(1, 1, 0, 4)), req(prompt(2, 2, 0, 4))
 	route(t, s, a)
 	route(t, s, b)
-	s.Cancel(b, &out)
+	s.Cancel(b)
 	if s.QueueLen() != 0 {
 		t.Fatalf("QueueLen() after cancel = %d, want 0", s.QueueLen())
 	}
-	s.Cancel(a, &out)
+	s.Cancel(a)
 	st := state(s, pool(1)[0].ID)
 	if st.Running != 0 || st.PendingTokens != 0 || st.QueuedTokens != 0 {
 		t.Errorf("state after cancelling everything = %+v, want idle", st)
 	}
-	s.Complete(a, &out) // a second finish is ignored
+	s.Complete(a) // a second finish is ignored
 	if st := state(s, pool(1)[0].ID); st.Running != 0 {
 		t.Errorf("Running = %d after double finish, want 0", st.Running)
 	}
@@ -254,11 +253,11 @@ func TestQueueLateRequests(t *testing.T) {
 			if d := route(t, s, b); !d.Queued {
 				t.Fatal("B dispatched, want queued")
 			}
-			var out Outcome
-			s.FirstToken(x, &out)
+			out := recorder(s)
+			s.FirstToken(x)
 			got := func() []string {
 				var n []string
-				for _, d := range out.Dispatched {
+				for _, d := range out.sent {
 					n = append(n, names[d.Request])
 				}
 				return n
@@ -267,7 +266,7 @@ func TestQueueLateRequests(t *testing.T) {
 				t.Errorf("after X's first token dispatched %v, want %v", g, tt.first)
 			}
 			var failed []string
-			for _, f := range out.Failed {
+			for _, f := range out.failed {
 				if !errors.Is(f.Err, ErrLate) {
 					t.Errorf("failure %v, want ErrLate", f.Err)
 				}
@@ -276,9 +275,9 @@ func TestQueueLateRequests(t *testing.T) {
 			if !slices.Equal(failed, tt.failed) {
 				t.Errorf("failed %v, want %v", failed, tt.failed)
 			}
-			out.Reset()
+			out.reset()
 			clk.Advance(time.Second)
-			s.FirstToken(b, &out)
+			s.FirstToken(b)
 			if g := got(); !slices.Equal(g, tt.second) {
 				t.Errorf("after B's first token dispatched %v, want %v", g, tt.second)
 			}
@@ -309,11 +308,11 @@ func TestQueueRejectOnArrival(t *testing.T) {
 	route(t, s, req(prompt(1, 1, 0, 8))) // 4096 tokens pending
 	r := req(prompt(2, 2, 0, 8))
 	r.SLO = time.Millisecond
-	var out Outcome
-	if _, err := s.Route(r, &out); !errors.Is(err, ErrLate) {
-		t.Fatalf("Route() error = %v, want ErrLate", err)
+	var out outcome
+	if _, err := s.Submit(r, &out); !errors.Is(err, ErrLate) {
+		t.Fatalf("Submit() error = %v, want ErrLate", err)
 	}
-	if len(out.Failed) != 0 || s.QueueLen() != 0 {
-		t.Errorf("out.Failed = %d, queued = %d; want the rejection only in the error", len(out.Failed), s.QueueLen())
+	if len(out.failed) != 0 || s.QueueLen() != 0 {
+		t.Errorf("out.failed = %d, queued = %d; want the rejection only in the error", len(out.failed), s.QueueLen())
 	}
 }

@@ -90,11 +90,11 @@ func (s *Scheduler) Plan() []Move {
 
 // Apply makes the moves that are still valid (request still queued at From,
 // To still ready) and returns how many it made. Migrated requests that
-// become dispatchable appear in out.Dispatched.
-func (s *Scheduler) Apply(moves []Move, out *Outcome) int {
+// become dispatchable are dispatched (their waiters are told).
+func (s *Scheduler) Apply(moves []Move) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.apply(moves, s.now(), out)
+	return s.apply(moves, s.now())
 }
 
 func (s *Scheduler) threshold(in *instance) int {
@@ -193,7 +193,7 @@ func (s *Scheduler) bestMove(r *Request, src *instance, srcLoad int, now time.Du
 	return best, found
 }
 
-func (s *Scheduler) apply(moves []Move, now time.Duration, out *Outcome) int {
+func (s *Scheduler) apply(moves []Move, now time.Duration) int {
 	n := 0
 	for i := range moves {
 		m := &moves[i]
@@ -213,7 +213,7 @@ func (s *Scheduler) apply(moves []Move, now time.Duration, out *Outcome) int {
 		s.enqueue(m.to, r, now)
 		s.stats.Migrations++
 		n++
-		s.drain(m.to, now, out)
+		s.drain(m.to, now)
 	}
 	return n
 }

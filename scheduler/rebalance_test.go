@@ -53,8 +53,7 @@ func TestRebalancerStaysInPairAndGains(t *testing.T) {
 		}
 	}
 	s.mu.Unlock()
-	var out Outcome
-	if n := s.Apply(moves, &out); n != len(moves) {
+	if n := s.Apply(moves); n != len(moves) {
 		t.Errorf("Apply() = %d, want %d", n, len(moves))
 	}
 	// Every target still meets the SLO with what it received.
@@ -69,11 +68,11 @@ func TestRebalancerStaysInPairAndGains(t *testing.T) {
 		t.Errorf("Stats().Migrations = %d, want %d", st.Migrations, len(moves))
 	}
 	// Re-applying the same plan does nothing: moves are validated.
-	if n := s.Apply(moves, &out); n != 0 {
+	if n := s.Apply(moves); n != 0 {
 		t.Errorf("second Apply() = %d, want 0", n)
 	}
 	for _, r := range reqs {
-		s.Complete(r, nil)
+		s.Complete(r)
 	}
 	if st := state(s, hot); st.Queued != 0 || st.Running != 0 || st.PendingTokens != 0 {
 		t.Errorf("after completing everything: %+v, want idle", st)
@@ -88,7 +87,7 @@ func TestRebalancerStopsWhenSourceMeetsThreshold(t *testing.T) {
 	load := func() int { st := state(s, hot); return st.QueuedTokens + st.PendingTokens }
 	before := load()
 	moves := s.Plan()
-	s.Apply(moves, nil)
+	s.Apply(moves)
 	after := load()
 	t.Logf("threshold %d: %d -> %d tokens with %d moves", thr, before, after, len(moves))
 	if after > thr {
@@ -113,7 +112,7 @@ func TestRebalancerOffAndOldestWaitTrigger(t *testing.T) {
 	for i := 0; i < 40; i++ {
 		route(t, s, req(prompt(42, uint64(i), 2, 8)))
 	}
-	s.Tick(nil)
+	s.Tick()
 	if m := s.Stats().Migrations; m != 0 {
 		t.Errorf("migrations with rebalance=false = %d, want 0", m)
 	}

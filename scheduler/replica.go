@@ -9,7 +9,7 @@ import (
 // What several scheduler replicas exchange to agree (through the state
 // package, or the simulator's model of it): each replica reports its own
 // load per instance (Instances), the blocks it dispatched (the caller sees
-// them in Outcome.Dispatched) and its key-depth splits (KeyDepthState); it
+// them as EnqueueAndWait or Submit returns, or as their Waiter is told) and its key-depth splits (KeyDepthState); it
 // applies the others' with the methods below. The local view then lags the
 // others by the exchange interval, never the replica's own decisions.
 

@@ -16,7 +16,7 @@ func TestRemoteLoadSteersDecisions(t *testing.T) {
 		}
 	}
 	if d := route(t, s, req(prompt(1, 1, 0, 4))); d.Instance != ids[3].ID {
-		t.Errorf("Route() = %s, want %s (the only one without remote load)", d.Instance, ids[3].ID)
+		t.Errorf("Submit() = %s, want %s (the only one without remote load)", d.Instance, ids[3].ID)
 	}
 	if st := state(s, ids[0].ID); st.Remote.PendingTokens != 10000 {
 		t.Errorf("Remote = %+v, want 10000 pending", st.Remote)
@@ -44,7 +44,7 @@ func TestRecordCachedSharesAffinity(t *testing.T) {
 	}
 	db := route(t, b, req(prompt(3, 4, 6, 8)))
 	if db.Instance != da.Instance || db.CachedTokens != 6*512 {
-		t.Errorf("replica b Route() = %s with %d cached, want %s with %d", db.Instance, db.CachedTokens, da.Instance, 6*512)
+		t.Errorf("replica b Submit() = %s with %d cached, want %s with %d", db.Instance, db.CachedTokens, da.Instance, 6*512)
 	}
 }
 
@@ -84,7 +84,7 @@ func TestRecordCachedSharesWindowedLoad(t *testing.T) {
 func TestAnyReady(t *testing.T) {
 	s, _ := mustNew(t, Config{}, 3)
 	ids := pool(3)
-	_ = s.SetHealthy(ids[1].ID, false, nil)
+	_ = s.SetHealthy(ids[1].ID, false)
 	seen := map[string]bool{}
 	for n := uint64(0); n < 10; n++ {
 		id, err := s.AnyReady(n)
@@ -120,15 +120,15 @@ func TestEngineLoadSignal(t *testing.T) {
 	for i := 0; i < 4; i++ { // both instances learn the average request size
 		r := req(prompt(uint64(i), uint64(i), 0, 4))
 		route(t, s, r)
-		s.FirstToken(r, nil)
-		s.Complete(r, nil)
+		s.FirstToken(r)
+		s.Complete(r)
 	}
 	if err := s.SetEngineLoad(ids[0].ID, EngineLoad{Waiting: 10, Running: 4}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 5; i++ {
 		if d := route(t, s, req(prompt(uint64(100+i), 9, 0, 4))); d.Instance != ids[1].ID {
-			t.Fatalf("Route() = %s, want %s (the other reports 10 waiting)", d.Instance, ids[1].ID)
+			t.Fatalf("Submit() = %s, want %s (the other reports 10 waiting)", d.Instance, ids[1].ID)
 		}
 	}
 	if err := s.SetEngineLoad("x:1", EngineLoad{}); !errors.Is(err, ErrUnknownInstance) {

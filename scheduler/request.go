@@ -33,8 +33,6 @@ type Request struct {
 	// (session affinity): every request of a session gets the same
 	// candidates, and the key-depth table is not consulted (KeyDepth 0).
 	Session uint64
-	// Tag is the caller's, untouched by the scheduler.
-	Tag any
 
 	dec        Decision // where it went; changes when dispatched, migrated or re-routed
 	state      reqState
@@ -49,6 +47,7 @@ type Request struct {
 	work       int    // tokens ahead + own uncached at dispatch (for learning)
 	qpos       int    // index in inst.queue while queued
 	key        uint64 // ring key: the chained hash of the first KeyDepth blocks
+	waiter     Waiter // told when a queued request is dispatched or failed
 }
 
 type reqState uint8
@@ -98,4 +97,7 @@ type Decision struct {
 	EstimatedTTFT time.Duration
 	// Queued is true while the request waits in Instance's router queue.
 	Queued bool
+	// Waited is how long a dispatched request waited in router queues (0
+	// when it was dispatched as it arrived).
+	Waited time.Duration
 }

@@ -3,7 +3,6 @@ package scheduler
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 )
@@ -96,37 +95,6 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Outcome collects what one call caused. The caller owns it, may reuse it
-// (Reset) and must act on both lists. A Request's own fields must not be
-// read while other goroutines call the Scheduler: the decisions here are
-// copies taken under the lock.
-type Outcome struct {
-	// Dispatched requests must now be sent to Decision.Instance.
-	Dispatched []Dispatch
-	// Failed requests were given up: expired in a queue, or no instance
-	// could take them when theirs left.
-	Failed []Failure
-}
-
-// Dispatch is a request released to an instance.
-type Dispatch struct {
-	Request  *Request
-	Decision Decision
-}
-
-// Failure is a request the scheduler gave up on, and why.
-type Failure struct {
-	Request *Request
-	Err     error
-}
-
-// Reset empties the lists, keeping their storage.
-func (o *Outcome) Reset() {
-	clear(o.Dispatched)
-	clear(o.Failed)
-	o.Dispatched, o.Failed = o.Dispatched[:0], o.Failed[:0]
-}
-
 // Stats are cumulative counters.
 type Stats struct {
 	Routed, Dispatched, Completed, Cancelled    uint64
@@ -176,7 +144,7 @@ func New(cfg Config, instances []Instance) (*Scheduler, error) {
 	if rp, ok := pol.(rebalancing); ok {
 		s.rebalances = rp.rebalance()
 	}
-	if err := s.SetInstances(instances, nil); err != nil {
+	if err := s.SetInstances(instances); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -279,15 +247,17 @@ func (s *Scheduler) fallback(ch choice, cands []int32) *instance {
 	return nil
 }
 
-// Route routes r: it picks an instance and either dispatches r at once
-// (Decision.Queued is false, and r is also in out.Dispatched) or queues it
-// in that instance's router queue (Decision.Queued is true), to be
-// dispatched, migrated or failed by a later call, whose Outcome says so.
-// With Queue.Late = LateReject a request already late when it arrives
-// (e.g. its SLO is shorter than the instance's pending prefill) fails at
-// once with ErrLate. Other requests the call dispatched or failed are in
-// out whether or not it returns an error.
-func (s *Scheduler) Route(r *Request, out *Outcome) (Decision, error) {
+// Submit routes r without blocking: it picks an instance and either
+// dispatches r at once (the returned Decision's Queued is false) or queues
+// it in that instance's router queue (Queued is true). A queued request's
+// fate is told to w exactly once, by a later call on any goroutine: it is
+// dispatched (w.Dispatched) or given up (w.Failed: expired in the queue,
+// rejected as late, or no instance left to take it), unless it is cancelled
+// first. w may be nil when the caller does not queue (Queue.Budget 0) or
+// polls. With Queue.Late = LateReject a request already late when it
+// arrives fails at once with ErrLate. The simulator uses Submit;
+// EnqueueAndWait is the blocking form for servers.
+func (s *Scheduler) Submit(r *Request, w Waiter) (Decision, error) {
 	if err := checkRequest(r); err != nil {
 		return Decision{}, err
 	}
@@ -301,7 +271,8 @@ func (s *Scheduler) Route(r *Request, out *Outcome) (Decision, error) {
 	r.arrived = now
 	r.key = key
 	r.dec = Decision{KeyDepth: d}
-	if err := s.place(r, now, ReasonNone, out); err != nil {
+	r.waiter = nil // its own outcome is this call's result
+	if err := s.place(r, now, ReasonNone); err != nil {
 		return Decision{}, err
 	}
 	if r.Session == 0 {
@@ -309,18 +280,16 @@ func (s *Scheduler) Route(r *Request, out *Outcome) (Decision, error) {
 	}
 	s.stats.Routed++
 	if r.state == stateDone {
-		// Rejected as late by its own queue's drain: reported here, not
-		// in out.Failed.
-		if out != nil {
-			out.Failed = slices.DeleteFunc(out.Failed, func(f Failure) bool { return f.Request == r })
-		}
-		return Decision{}, ErrLate
+		return Decision{}, ErrLate // rejected as late by its own queue's drain
+	}
+	if r.state == stateQueued {
+		r.waiter = w
 	}
 	return r.dec, nil
 }
 
 // place chooses an instance for r and queues or dispatches it there.
-func (s *Scheduler) place(r *Request, now time.Duration, reason Reason, out *Outcome) error {
+func (s *Scheduler) place(r *Request, now time.Duration, reason Reason) error {
 	ch, cands, n, err := s.choose(r, now)
 	if err != nil {
 		return err
@@ -338,13 +307,13 @@ func (s *Scheduler) place(r *Request, now time.Duration, reason Reason, out *Out
 		reason = ch.reason
 	}
 	r.dec.Reason = reason
-	s.assign(r, in, now, out)
+	s.assign(r, in, now)
 	return nil
 }
 
 // assign puts r in in's queue (with its cached estimate there) and lets the
 // queue dispatch what it can.
-func (s *Scheduler) assign(r *Request, in *instance, now time.Duration, out *Outcome) {
+func (s *Scheduler) assign(r *Request, in *instance, now time.Duration) {
 	r.inst = in
 	r.cached = in.cachedTokens(r, s.cfg.BlockSize)
 	r.uncached = r.Tokens - r.cached
@@ -353,15 +322,15 @@ func (s *Scheduler) assign(r *Request, in *instance, now time.Duration, out *Out
 	r.dec.EstimatedTTFT = seconds(in.est.ttft(in.ahead(), r.uncached))
 	in.addRecent(now, float64(r.uncached))
 	if s.cfg.Queue.Budget == 0 {
-		s.dispatch(in, r, now, out)
+		s.dispatch(in, r, now)
 		return
 	}
 	s.enqueue(in, r, now)
-	s.drain(in, now, out)
+	s.drain(in, now)
 }
 
 // dispatch marks r as sent to in.
-func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration, out *Outcome) {
+func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration) {
 	r.cached = in.cachedTokens(r, s.cfg.BlockSize) // may have grown while it waited
 	r.uncached = r.Tokens - r.cached
 	r.work = in.pendingTokens + r.uncached
@@ -373,19 +342,20 @@ func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration, out *O
 	}
 	in.running++
 	in.kv.add(r.Blocks)
+	if r.state == stateQueued {
+		r.dec.Waited = now - r.enqueued
+	}
 	r.state = stateDispatched
 	r.dispatched = now
 	r.dec.Queued = false
 	r.dec.CachedTokens = r.cached
 	s.stats.Dispatched++
-	if out != nil {
-		out.Dispatched = append(out.Dispatched, Dispatch{Request: r, Decision: r.dec})
-	}
+	r.notifyDispatched()
 }
 
 // FirstToken reports that r's first token arrived: its prefill is done.
 // It feeds the TTFT estimator and may dispatch queued requests.
-func (s *Scheduler) FirstToken(r *Request, out *Outcome) {
+func (s *Scheduler) FirstToken(r *Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r.state != stateDispatched {
@@ -396,22 +366,22 @@ func (s *Scheduler) FirstToken(r *Request, out *Outcome) {
 	in.pendingTokens -= r.uncached
 	r.state = statePrefilled
 	in.est.observe(r.work, r.uncached, (now - r.dispatched).Seconds())
-	s.drainIfMember(in, now, out)
+	s.drainIfMember(in, now)
 }
 
 // Complete reports that r finished (successfully or not) and releases its
 // load. On a request still queued it is the same as Cancel.
-func (s *Scheduler) Complete(r *Request, out *Outcome) {
-	s.finish(r, out, true)
+func (s *Scheduler) Complete(r *Request) {
+	s.finish(r, true)
 }
 
 // Cancel withdraws r: from its queue if it waits, or releases its load if
 // it was dispatched (client gone, upstream failed).
-func (s *Scheduler) Cancel(r *Request, out *Outcome) {
-	s.finish(r, out, false)
+func (s *Scheduler) Cancel(r *Request) {
+	s.finish(r, false)
 }
 
-func (s *Scheduler) finish(r *Request, out *Outcome, completed bool) {
+func (s *Scheduler) finish(r *Request, completed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in := r.inst
@@ -428,37 +398,38 @@ func (s *Scheduler) finish(r *Request, out *Outcome, completed bool) {
 		in.running--
 	}
 	r.state = stateDone
+	r.waiter = nil
 	if completed {
 		s.stats.Completed++
 	} else {
 		s.stats.Cancelled++
 	}
-	s.drainIfMember(in, s.now(), out)
+	s.drainIfMember(in, s.now())
 }
 
 // Tick does the periodic work: it expires requests that waited longer than
 // Queue.MaxWait, runs one rebalancing round when the policy migrates, and
 // dispatches what the queues can. Call it every 50-200 ms.
-func (s *Scheduler) Tick(out *Outcome) {
+func (s *Scheduler) Tick() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
 	if s.cfg.Queue.MaxWait > 0 {
-		s.expire(now, out)
+		s.expire(now)
 	}
 	if s.rebalances && !s.cfg.Rebalance.External {
-		s.apply(s.plan(now), now, out)
+		s.apply(s.plan(now), now)
 	}
 	for _, in := range s.members {
 		if in.ready() {
-			s.drain(in, now, out)
+			s.drain(in, now)
 		}
 	}
 }
 
-func (s *Scheduler) drainIfMember(in *instance, now time.Duration, out *Outcome) {
+func (s *Scheduler) drainIfMember(in *instance, now time.Duration) {
 	if in != nil && in.idx >= 0 {
-		s.drain(in, now, out)
+		s.drain(in, now)
 	}
 }
 
@@ -500,10 +471,10 @@ func (s *Scheduler) ImportKeyDepth(st KeyDepthState) {
 
 // SetInstances makes list the pool. Members keep their state (queues,
 // cache index, learned cost) by id; new ones start empty; requests queued
-// for a removed member are re-routed to their new pair (out.Dispatched, or
-// out.Failed if no instance is ready). Requests already dispatched to a
+// for a removed member are re-routed to their new pair (dispatched, or
+// failed if no instance is ready; their waiters are told). Requests already dispatched to a
 // removed member are unaffected: finish them as usual.
-func (s *Scheduler) SetInstances(list []Instance, out *Outcome) error {
+func (s *Scheduler) SetInstances(list []Instance) error {
 	if err := validateInstances(list); err != nil {
 		return fmt.Errorf("scheduler: %w", err)
 	}
@@ -554,26 +525,26 @@ func (s *Scheduler) SetInstances(list []Instance, out *Outcome) error {
 	s.rings = newRingSet(s.cfg.Candidates, ids, weights, s.cfg.VirtualNodes)
 	s.added = make([]int, len(members))
 	s.refreshReady()
-	s.rerouteAll(out)
+	s.rerouteAll()
 	return nil
 }
 
 // SetHealthy marks an instance healthy or not. Requests queued for an
 // instance that stops being ready are re-routed.
-func (s *Scheduler) SetHealthy(id string, healthy bool, out *Outcome) error {
-	return s.setFlag(id, out, func(in *instance) { in.healthy = healthy })
+func (s *Scheduler) SetHealthy(id string, healthy bool) error {
+	return s.setFlag(id, func(in *instance) { in.healthy = healthy })
 }
 
 // SetDraining marks an instance draining (it takes no new requests; those
 // dispatched to it finish) or not.
-func (s *Scheduler) SetDraining(id string, draining bool, out *Outcome) error {
-	return s.setFlag(id, out, func(in *instance) { in.draining = draining })
+func (s *Scheduler) SetDraining(id string, draining bool) error {
+	return s.setFlag(id, func(in *instance) { in.draining = draining })
 }
 
 // ErrUnknownInstance is returned for an id that is not a member.
 var ErrUnknownInstance = errors.New("scheduler: unknown instance")
 
-func (s *Scheduler) setFlag(id string, out *Outcome, set func(*instance)) error {
+func (s *Scheduler) setFlag(id string, set func(*instance)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in := s.byID[id]
@@ -587,7 +558,7 @@ func (s *Scheduler) setFlag(id string, out *Outcome, set func(*instance)) error 
 		for len(in.queue) > 0 {
 			s.dequeue(in.queue[len(in.queue)-1])
 		}
-		s.rerouteAll(out)
+		s.rerouteAll()
 	}
 	return nil
 }
@@ -608,18 +579,16 @@ func (s *Scheduler) refreshReady() {
 }
 
 // rerouteAll places every request of s.reroute again, keeping its key.
-func (s *Scheduler) rerouteAll(out *Outcome) {
+func (s *Scheduler) rerouteAll() {
 	now := s.now()
 	for _, r := range s.reroute {
 		// Still stateQueued: enqueue keeps its wait, so MaxWait and aging
 		// run on across a re-route.
 		r.inst = nil
-		if err := s.place(r, now, ReasonRerouted, out); err != nil {
+		if err := s.place(r, now, ReasonRerouted); err != nil {
 			r.state = stateDone
 			s.stats.Failed++
-			if out != nil {
-				out.Failed = append(out.Failed, Failure{Request: r, Err: err})
-			}
+			r.notifyFailed(err)
 			continue
 		}
 		s.stats.Rerouted++

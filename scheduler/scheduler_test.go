@@ -66,45 +66,45 @@ func TestMembershipReroutesQueued(t *testing.T) {
 			rest = append(rest, in)
 		}
 	}
-	var out Outcome
-	if err := s.SetInstances(rest, &out); err != nil {
+	out := recorder(s)
+	if err := s.SetInstances(rest); err != nil {
 		t.Fatal(err)
 	}
 	// Nothing lost: every queued request was dispatched elsewhere or waits
 	// in another queue.
 	seen := map[*Request]bool{}
-	for _, d := range out.Dispatched {
+	for _, d := range out.sent {
 		seen[d.Request] = true
 		if d.Decision.Instance == target || d.Decision.Reason != ReasonRerouted {
 			t.Errorf("dispatched %+v, want rerouted away from %s", d.Decision, target)
 		}
 	}
-	if len(out.Dispatched)+s.QueueLen() != len(queued) {
-		t.Errorf("after removal: %d dispatched + %d queued, want %d", len(out.Dispatched), s.QueueLen(), len(queued))
+	if len(out.sent)+s.QueueLen() != len(queued) {
+		t.Errorf("after removal: %d dispatched + %d queued, want %d", len(out.sent), s.QueueLen(), len(queued))
 	}
 	if st := s.Stats(); st.Rerouted != uint64(len(queued)) || st.Failed != 0 {
 		t.Errorf("Stats() = %+v, want %d rerouted, 0 failed", st, len(queued))
 	}
 	// Finishing a request dispatched to the removed instance is harmless.
-	s.Complete(queued[0], nil)
+	s.Complete(queued[0])
 }
 
 func TestDrainAndHealth(t *testing.T) {
 	s, _ := mustNew(t, Config{}, 4)
 	ids := pool(4)
-	if err := s.SetDraining(ids[0].ID, true, nil); err != nil {
+	if err := s.SetDraining(ids[0].ID, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetHealthy(ids[1].ID, false, nil); err != nil {
+	if err := s.SetHealthy(ids[1].ID, false); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 200; i++ {
 		d := route(t, s, req(prompt(uint64(i), 1, 2, 3)))
 		if d.Instance == ids[0].ID || d.Instance == ids[1].ID {
-			t.Fatalf("Route() = %s, a draining or unhealthy instance", d.Instance)
+			t.Fatalf("Submit() = %s, a draining or unhealthy instance", d.Instance)
 		}
 	}
-	if err := s.SetHealthy("nope:1", true, nil); !errors.Is(err, ErrUnknownInstance) {
+	if err := s.SetHealthy("nope:1", true); !errors.Is(err, ErrUnknownInstance) {
 		t.Errorf("SetHealthy(unknown) error = %v, want ErrUnknownInstance", err)
 	}
 }
@@ -116,12 +116,12 @@ func TestRemovalWithNoReadyInstanceFailsQueued(t *testing.T) {
 	if d := route(t, s, waiting); !d.Queued {
 		t.Fatal("want queued")
 	}
-	var out Outcome
-	if err := s.SetInstances(nil, &out); err != nil {
+	out := recorder(s)
+	if err := s.SetInstances(nil); err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Failed) != 1 || out.Failed[0].Request != waiting || !errors.Is(out.Failed[0].Err, ErrNoEndpoint) {
-		t.Errorf("Failed = %+v, want the waiting request with ErrNoEndpoint", out.Failed)
+	if len(out.failed) != 1 || out.failed[0].Request != waiting || !errors.Is(out.failed[0].Err, ErrNoEndpoint) {
+		t.Errorf("Failed = %+v, want the waiting request with ErrNoEndpoint", out.failed)
 	}
 }
 
@@ -131,8 +131,8 @@ func TestLearnsCostFromFirstTokens(t *testing.T) {
 		r := req(prompt(uint64(i), uint64(i), 0, 4)) // 2048 uncached tokens
 		route(t, s, r)
 		clk.Advance(2048 * 300 * time.Microsecond) // 3x the prior
-		s.FirstToken(r, nil)
-		s.Complete(r, nil)
+		s.FirstToken(r)
+		s.Complete(r)
 	}
 	for _, st := range s.Instances() {
 		if st.CostPerToken < 2.5e-4 || st.CostPerToken > 3.5e-4 {
@@ -151,13 +151,13 @@ func TestKeyDepthThroughScheduler(t *testing.T) {
 		} else {
 			p = prompt(uint64(i+10), uint64(i), 0, 8)
 		}
-		var out Outcome
-		d, err := s.Route(req(p), &out)
+		var out outcome
+		d, err := s.Submit(req(p), &out)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, x := range out.Dispatched {
-			s.Complete(x.Request, nil)
+		for _, x := range out.sent {
+			s.Complete(x.Request)
 		}
 		_ = d
 	}
@@ -199,20 +199,20 @@ func TestRerouteKeepsWait(t *testing.T) {
 	route(t, s, req(onB))
 	waiting := req(onA)
 	if d := route(t, s, waiting); !d.Queued || d.Instance != ids[0].ID {
-		t.Fatalf("Route() = %+v, want queued on %s", d, ids[0].ID)
+		t.Fatalf("Submit() = %+v, want queued on %s", d, ids[0].ID)
 	}
 	clk.Advance(25 * time.Second)
-	var out Outcome
-	if err := s.SetDraining(ids[0].ID, true, &out); err != nil { // re-routed to the busy B: queued there
+	out := recorder(s)
+	if err := s.SetDraining(ids[0].ID, true); err != nil { // re-routed to the busy B: queued there
 		t.Fatal(err)
 	}
-	if len(out.Dispatched) != 0 || s.QueueLen() != 1 {
-		t.Fatalf("after draining: %d dispatched, %d queued; want it queued on %s", len(out.Dispatched), s.QueueLen(), ids[1].ID)
+	if len(out.sent) != 0 || s.QueueLen() != 1 {
+		t.Fatalf("after draining: %d dispatched, %d queued; want it queued on %s", len(out.sent), s.QueueLen(), ids[1].ID)
 	}
 	clk.Advance(10 * time.Second)
-	out.Reset()
-	s.Tick(&out)
-	if len(out.Failed) != 1 || out.Failed[0].Request != waiting || !errors.Is(out.Failed[0].Err, ErrQueueTimeout) {
-		t.Errorf("request queued 35 s in all (re-routed at 25 s): failed %+v, want it expired at MaxWait 30 s", out.Failed)
+	out.reset()
+	s.Tick()
+	if len(out.failed) != 1 || out.failed[0].Request != waiting || !errors.Is(out.failed[0].Err, ErrQueueTimeout) {
+		t.Errorf("request queued 35 s in all (re-routed at 25 s): failed %+v, want it expired at MaxWait 30 s", out.failed)
 	}
 }

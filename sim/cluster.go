@@ -23,6 +23,25 @@ type request struct {
 	done    bool
 	failed  bool
 	depth   int
+	c       *cluster
+}
+
+// Dispatched and Failed make a request its own scheduler.Waiter: the
+// replica's queue tells it when it leaves (with the replica's lock held, so
+// they only note it; the event loop acts once the call returns).
+func (r *request) Dispatched(_ *scheduler.Request, d scheduler.Decision) {
+	r.c.fired = append(r.c.fired, fired{r: r, instance: d.Instance})
+}
+
+func (r *request) Failed(*scheduler.Request, error) {
+	r.c.fired = append(r.c.fired, fired{r: r, failed: true})
+}
+
+// fired is a queued request's fate, noted by its Waiter.
+type fired struct {
+	r        *request
+	instance string
+	failed   bool
 }
 
 // shared is one dispatch a replica tells the others about at the next exchange.
@@ -43,7 +62,7 @@ type cluster struct {
 	index   map[string]int // instance id -> engine
 	active  int            // instances currently members
 	eh      engineHeap
-	out     scheduler.Outcome
+	fired   []fired // what the last scheduler call dispatched or failed
 	events  []engine.Event
 	outbox  [][]shared // per replica, since the last exchange
 	reqs    []request
@@ -169,7 +188,8 @@ func (c *cluster) load(tr *trace.Trace, qps float64) {
 			r.e.Truncated = true
 		}
 		out := max(tq.OutputTokens, 1)
-		r.s = scheduler.Request{Blocks: blocks, Tokens: tokens, Tag: r}
+		r.c = c
+		r.s = scheduler.Request{Blocks: blocks, Tokens: tokens}
 		r.e = engine.Request{ID: int64(i), Blocks: blocks, Tokens: tokens, Output: out, Truncated: r.e.Truncated}
 	}
 }
@@ -213,8 +233,8 @@ func (c *cluster) run() {
 			scaleAt++
 		case nextTick:
 			for _, s := range c.reps {
-				s.Tick(&c.out)
-				c.handle(s)
+				s.Tick()
+				c.handle()
 			}
 			nextTick += tick
 		case nextSync:
@@ -229,33 +249,41 @@ func (c *cluster) run() {
 
 func (c *cluster) arrive(r *request) {
 	s := c.reps[r.replica]
-	d, err := s.Route(&r.s, &c.out)
-	if err != nil {
+	d, err := s.Submit(&r.s, r)
+	switch {
+	case err != nil:
 		r.failed = true
 		c.ended++
+	case !d.Queued:
+		c.send(r, d.Instance)
 	}
 	r.depth = d.KeyDepth
-	c.handle(s) // the call may have dispatched or failed others
+	c.handle() // the call may have dispatched or failed others
 }
 
-// handle acts on the outcome of a call to replica s.
-func (c *cluster) handle(s *scheduler.Scheduler) {
-	for _, d := range c.out.Dispatched {
-		r := d.Request.Tag.(*request)
-		ei := c.index[d.Decision.Instance]
-		r.engine = ei
-		c.engines[ei].Submit(c.now, &r.e)
-		c.eh.update(ei, c.engines[ei].NextTime())
-		if c.opt.Replicas > 1 {
-			c.outbox[r.replica] = append(c.outbox[r.replica], shared{id: d.Decision.Instance, blocks: r.s.Blocks, at: c.clock()})
+// send submits r to the engine of instance id.
+func (c *cluster) send(r *request, id string) {
+	ei := c.index[id]
+	r.engine = ei
+	c.engines[ei].Submit(c.now, &r.e)
+	c.eh.update(ei, c.engines[ei].NextTime())
+	if c.opt.Replicas > 1 {
+		c.outbox[r.replica] = append(c.outbox[r.replica], shared{id: id, blocks: r.s.Blocks, at: c.clock()})
+	}
+}
+
+// handle acts on what the last scheduler call dispatched or failed.
+func (c *cluster) handle() {
+	for _, f := range c.fired {
+		if f.failed {
+			f.r.failed = true
+			c.ended++
+			continue
 		}
+		c.send(f.r, f.instance)
 	}
-	for _, f := range c.out.Failed {
-		r := f.Request.Tag.(*request)
-		r.failed = true
-		c.ended++
-	}
-	c.out.Reset()
+	clear(c.fired)
+	c.fired = c.fired[:0]
 }
 
 func (c *cluster) advance(ei int) {
@@ -267,13 +295,13 @@ func (c *cluster) advance(ei int) {
 		switch ev.Kind {
 		case engine.FirstToken:
 			r.ttft = ev.Time - r.arrival
-			s.FirstToken(&r.s, &c.out)
+			s.FirstToken(&r.s)
 		case engine.Completed:
 			r.done = true
 			c.ended++
-			s.Complete(&r.s, &c.out)
+			s.Complete(&r.s)
 		}
-		c.handle(s)
+		c.handle()
 	}
 	c.eh.update(ei, eng.NextTime())
 }
@@ -287,10 +315,10 @@ func (c *cluster) scale(n int) {
 	}
 	c.active = n
 	for _, s := range c.reps {
-		if err := s.SetInstances(c.members(), &c.out); err != nil {
+		if err := s.SetInstances(c.members()); err != nil {
 			panic(err)
 		}
-		c.handle(s)
+		c.handle()
 	}
 }
 

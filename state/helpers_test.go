@@ -108,14 +108,15 @@ func (r *replica) stop(t testing.TB) {
 // as extproc does.
 func (r *replica) route(t testing.TB, blocks []uint64) scheduler.Decision {
 	t.Helper()
-	var out scheduler.Outcome
-	d, err := r.sched.Route(testRequest(blocks), &out)
+	req := testRequest(blocks)
+	d, err := r.sched.Submit(req, nil)
 	if err != nil {
-		t.Fatalf("%s: Route() error = %v", r.name, err)
+		t.Fatalf("%s: Submit() error = %v", r.name, err)
 	}
-	for _, x := range out.Dispatched {
-		r.store.Dispatched(x.Decision.Instance, x.Request.Blocks)
+	if d.Queued {
+		t.Fatalf("%s: Submit() queued the request; these tests route without a router queue", r.name)
 	}
+	r.store.Dispatched(d.Instance, req.Blocks)
 	return d
 }
 
