@@ -3,7 +3,10 @@ package scheduler
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // benchScheduler returns a scheduler over n instances warmed with traffic,
@@ -105,5 +108,50 @@ func TestHotPathZeroAlloc(t *testing.T) {
 	var c [maxCandidates]int32
 	if a := testing.AllocsPerRun(100, func() { rs.candidates(12345, ready, &c) }); a != 0 {
 		t.Errorf("ringSet.candidates allocs = %v, want 0", a)
+	}
+}
+
+// BenchmarkParallel routes from 64 goroutines at once (as 64 concurrent
+// ext_proc streams do) and reports decisions per second: pick alone
+// (read-only) and a request's whole life (route, first token, complete).
+func BenchmarkParallel(b *testing.B) {
+	for _, n := range []int{8, 1024} {
+		for _, op := range []string{"pick", "route"} {
+			b.Run(fmt.Sprintf("%s/%d", op, n), func(b *testing.B) {
+				s, _ := mustNew(b, Config{}, n)
+				warm(b, s, 20*n)
+				_, proto := benchScheduler(b, "dualmap", 1)
+				var next atomic.Int64
+				b.SetParallelism(max(64/runtime.GOMAXPROCS(0), 1))
+				b.ReportAllocs()
+				b.ResetTimer()
+				start := time.Now()
+				b.RunParallel(func(pb *testing.PB) {
+					g := int(next.Add(1))
+					reqs := make([]*Request, 16)
+					for i := range reqs {
+						reqs[i] = &Request{Blocks: proto[(g*16+i)&255].Blocks, Tokens: proto[(g*16+i)&255].Tokens}
+					}
+					for i := 0; pb.Next(); i++ {
+						r := reqs[i&15]
+						if op == "pick" {
+							if _, err := s.Pick(r); err != nil {
+								b.Error(err)
+								return
+							}
+							continue
+						}
+						r.state = stateNew // reused: it finished in the previous lap
+						if _, err := s.Submit(r, nil); err != nil {
+							b.Error(err)
+							return
+						}
+						s.FirstToken(r)
+						s.Complete(r)
+					}
+				})
+				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
+			})
+		}
 	}
 }
