@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/dualmap/dualmap/config"
+	"github.com/dualmap/dualmap/internal/hashing"
 	"github.com/dualmap/dualmap/openai"
 	"github.com/dualmap/dualmap/scheduler"
 	"github.com/dualmap/dualmap/tokenize"
@@ -206,22 +207,9 @@ func (st *stream) prepare() (*scheduler.Request, error) {
 	}
 	r := &scheduler.Request{Blocks: prompt.Blocks, Tokens: prompt.Tokens, SLO: slo}
 	if st.session != "" {
-		r.Session = sessionKey(st.session)
+		r.Session = hashing.SessionKey(st.session)
 	}
 	return r, nil
-}
-
-// sessionKey hashes a session header value (FNV-1a; never 0).
-func sessionKey(s string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= 1099511628211
-	}
-	if h == 0 {
-		h = 1
-	}
-	return h
 }
 
 // destination is the header value for a decision.

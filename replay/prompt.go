@@ -1,11 +1,11 @@
 package replay
 
 import (
-	"github.com/dualmap/dualmap/internal/mix"
-
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/dualmap/dualmap/internal/hashing"
 )
 
 // BytesPerToken is the text length per token of synthesised prompts: the
@@ -22,12 +22,6 @@ other some time only than them two then new first also after these so`
 // tagLetters is the length of a block's leading tag word: 26^14 > 2^64, so
 // the tag spells a 64-bit value in full.
 const tagLetters = 14
-
-// golden is 2^64 divided by the golden ratio, the SplitMix64 increment.
-const golden = mix.Golden
-
-// mix64 is the shared SplitMix64 finaliser.
-func mix64(x uint64) uint64 { return mix.Mix64(x) }
 
 // Prompter synthesises prompt text from trace block ids. Its output depends
 // only on the seed, the block length and the ids, the same in every process
@@ -46,7 +40,7 @@ func NewPrompter(seed uint64, blockTokens int, scale float64) *Prompter {
 		panic(fmt.Sprintf("replay: NewPrompter(%d, %d, %v): want blockTokens >= 1 and scale > 0", seed, blockTokens, scale))
 	}
 	n := max(1, int(math.Round(BytesPerToken*float64(blockTokens)*scale)))
-	return &Prompter{key: mix64(seed + golden), blockBytes: n, words: strings.Fields(vocabulary)}
+	return &Prompter{key: hashing.SplitMix64(seed), blockBytes: n, words: strings.Fields(vocabulary)}
 }
 
 // BlockBytes returns the length of a block's text, in bytes.
@@ -83,7 +77,7 @@ func (p *Prompter) Prompt(blocks []uint64, inputTokens int) string {
 		last = id
 	}
 	for len(buf) < need {
-		last = mix64(last + golden)
+		last = hashing.SplitMix64(last)
 		buf = p.appendBlock(buf, last, min(p.blockBytes, need-len(buf)))
 	}
 	return string(buf)
@@ -93,7 +87,7 @@ func (p *Prompter) Prompt(blocks []uint64, inputTokens int) string {
 // text to dst.
 func (p *Prompter) appendBlock(dst []byte, id uint64, n int) []byte {
 	end := len(dst) + n
-	state := mix64(id ^ p.key) // a bijection of id: tags of distinct ids differ
+	state := hashing.Mix64(id ^ p.key) // a bijection of id: tags of distinct ids differ
 	var tag [tagLetters]byte
 	for i, v := tagLetters-1, state; i >= 0; i-- {
 		tag[i] = byte('a' + v%26)
@@ -101,8 +95,8 @@ func (p *Prompter) appendBlock(dst []byte, id uint64, n int) []byte {
 	}
 	dst = appendUpTo(dst, end, string(tag[:]))
 	for len(dst) < end {
-		state += golden
-		z := mix64(state)
+		state += hashing.Golden
+		z := hashing.Mix64(state)
 		for k := 0; k < 10 && len(dst) < end; k++ {
 			dst = appendUpTo(dst, end, " ")
 			dst = appendUpTo(dst, end, p.words[z&63])

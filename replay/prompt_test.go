@@ -119,3 +119,13 @@ func TestPromptLength(t *testing.T) {
 		})
 	}
 }
+
+// TestPromptPinned pins a prompt's text, computed before the Prompter moved
+// onto package hashing: replayed prompts, and so the blocks the router
+// hashes, must not change between versions.
+func TestPromptPinned(t *testing.T) {
+	const want = "adwyhiskmacbbj ffhctyyhqeszyty wfonfzvaxlrreea f"
+	if got := NewPrompter(7, 4, 1).Prompt([]uint64{1, 2}, 12); got != want {
+		t.Errorf("Prompt([1 2], 12) = %q, want %q", got, want)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dualmap/dualmap/internal/hashing"
 )
 
 // benchScheduler returns a scheduler over n instances warmed with traffic,
@@ -91,7 +93,7 @@ func BenchmarkRingCandidates(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				rs.candidates(uint64(i)*0x9e3779b97f4a7c15, ready, &c)
+				rs.candidates(uint64(i)*hashing.Golden, ready, &c)
 			}
 		})
 	}

@@ -1,6 +1,10 @@
 package scheduler
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/dualmap/dualmap/internal/hashing"
+)
 
 // Random: a uniformly random ready instance, from a seeded counter-based
 // generator (deterministic for a given seed and call sequence). Parameter
@@ -27,7 +31,7 @@ func (rd *random) pick(v *view, r *Request, cands []int32) (choice, error) {
 	if v.nready == 0 {
 		return choice{}, ErrNoEndpoint
 	}
-	x := seeded(rd.seed, rd.ctr.Add(1))
+	x := hashing.Seeded(rd.seed, rd.ctr.Add(1))
 	return choice{inst: nthReady(v, int(x%uint64(v.nready))), fallback: -1, reason: ReasonPolicy}, nil
 }
 

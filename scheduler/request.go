@@ -3,6 +3,8 @@ package scheduler
 import (
 	"errors"
 	"time"
+
+	"github.com/dualmap/dualmap/internal/hashing"
 )
 
 // ErrNoEndpoint is returned when no ready (healthy, non-draining) instance
@@ -101,3 +103,10 @@ type Decision struct {
 	// when it was dispatched as it arrived).
 	Waited time.Duration
 }
+
+// ChainHash returns the chained hash of a block whose own content hash is
+// block and whose parent prefix hashed to parent (0 for the first block).
+// Equal results mean equal prefixes (up to 64-bit collisions). Callers that
+// have per-block ids rather than token ids use it to build Request.Blocks.
+// It is hashing.ChainHash, exported here for code outside this module.
+func ChainHash(parent, block uint64) uint64 { return hashing.ChainHash(parent, block) }

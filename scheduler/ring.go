@@ -3,6 +3,8 @@ package scheduler
 import (
 	"math"
 	"sort"
+
+	"github.com/dualmap/dualmap/internal/hashing"
 )
 
 // Consistent-hash rings with virtual nodes (DualMap paper §3.5). Instances
@@ -45,9 +47,9 @@ func newRing(seed uint64, ids []string, weights []float64, vnodes int) ring {
 		if k < 1 {
 			k = 1
 		}
-		h := hashString(id)
+		h := hashing.String(id)
 		for v := 0; v < k; v++ {
-			r.points = append(r.points, point{pos: seeded(seed, h+uint64(v)*0x9e3779b97f4a7c15), member: int32(i)})
+			r.points = append(r.points, point{pos: hashing.Seeded(seed, h+uint64(v)*hashing.Golden), member: int32(i)})
 		}
 	}
 	sort.Slice(r.points, func(a, b int) bool {
@@ -63,7 +65,7 @@ func newRing(seed uint64, ids []string, weights []float64, vnodes int) ring {
 // first returns the index of the first point clockwise from the key's
 // position on this ring.
 func (r *ring) first(key uint64) int {
-	h := seeded(r.seed, key)
+	h := hashing.Seeded(r.seed, key)
 	pts := r.points
 	lo, hi := 0, len(pts)
 	for lo < hi {

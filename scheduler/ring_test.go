@@ -3,6 +3,8 @@ package scheduler
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/dualmap/dualmap/internal/hashing"
 )
 
 func ids(list []Instance) []string {
@@ -60,7 +62,7 @@ func TestCandidatesSkipUnready(t *testing.T) {
 	ready[3], ready[5] = false, false
 	for key := uint64(0); key < 5000; key++ {
 		var c [maxCandidates]int32
-		n := rs.candidates(key*0x9e3779b97f4a7c15, ready, &c)
+		n := rs.candidates(key*hashing.Golden, ready, &c)
 		if n != 2 {
 			t.Fatalf("candidates() = %d, want 2", n)
 		}

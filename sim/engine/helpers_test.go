@@ -3,6 +3,8 @@ package engine
 import (
 	"math"
 	"testing"
+
+	"github.com/dualmap/dualmap/internal/hashing"
 )
 
 // testProfile has dyadic times so that step sums are exact in float64:
@@ -41,18 +43,10 @@ func chain(root uint64, shared, n int) []uint64 {
 		if i >= shared {
 			salt = root
 		}
-		h = mix(h ^ mix(salt+uint64(i)+1))
+		h = hashing.Mix64(h ^ hashing.Mix64(salt+uint64(i)+1))
 		out[i] = h
 	}
 	return out
-}
-
-func mix(x uint64) uint64 { // splitmix64 finaliser
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ x>>31
 }
 
 func blocksFor(tokens, blockSize int) int { return (tokens + blockSize - 1) / blockSize }

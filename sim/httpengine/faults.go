@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dualmap/dualmap/internal/hashing"
 )
 
 // Faults are the failures a Server injects, changeable at run time.
@@ -59,16 +61,8 @@ func (s *faultState) set(f Faults) {
 func (s *faultState) fail() bool {
 	rate := s.get().ErrorRate
 	i := s.n.Add(1)
-	u := float64(splitmix64(s.seed^(i*0x9e3779b97f4a7c15))>>11) / (1 << 53)
+	u := float64(hashing.SplitMix64(s.seed^(i*hashing.Golden))>>11) / (1 << 53)
 	return u < rate
-}
-
-// splitmix64 is the SplitMix64 finalizer: a well-mixed 64-bit hash.
-func splitmix64(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
 }
 
 // Faults returns the faults in force.

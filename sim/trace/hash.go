@@ -1,25 +1,19 @@
 package trace
 
-import "github.com/dualmap/dualmap/internal/mix"
-
-// golden is 2^64 divided by the golden ratio, the SplitMix64 increment.
-const golden = mix.Golden
+import "github.com/dualmap/dualmap/internal/hashing"
 
 // chainSeed stands for the empty prefix in chainIDs.
 const chainSeed = 0x243f6a8885a308d3
 
-// mix64 is the shared SplitMix64 finaliser.
-func mix64(x uint64) uint64 { return mix.Mix64(x) }
-
 // chainID returns the chained value of a block with content id after a
-// prefix whose chained value is prev:
+// prefix whose chained value is prev: id hashed under prev as the seed,
 //
-//	chainID(prev, id) = mix64(mix64(prev + golden) ^ id)
+//	chainID(prev, id) = hashing.Seeded(prev, id) = Mix64(Mix64(prev + Golden) ^ id)
 //
 // For a fixed prev it is a bijection of id, and for a fixed id a bijection
 // of prev, so two prefixes get equal values only by a 64-bit collision
 // (probability about n²/2^65 among n distinct prefixes).
-func chainID(prev, id uint64) uint64 { return mix64(mix64(prev+golden) ^ id) }
+func chainID(prev, id uint64) uint64 { return hashing.Seeded(prev, id) }
 
 // chainIDs turns per-block content ids into chained values in place:
 // ids[j] becomes chainID(ids'[j-1], ids[j]), with chainSeed before the first
@@ -33,10 +27,11 @@ func chainIDs(ids []uint64) {
 }
 
 // replicaMap returns the block-id mapping of copy c >= 1 made by Replicate:
-// b -> mix64(mix64(b) + key), key = mix64(salt + c*golden). It is a
-// bijection, so it keeps the chained property, and distinct copies get
-// distinct keys, so their ids are disjoint up to 64-bit collisions.
+// b -> Mix64(Mix64(b) + key), key = Mix64(salt + c*Golden) (see package
+// hashing). It is a bijection, so it keeps the chained property, and
+// distinct copies get distinct keys, so their ids are disjoint up to 64-bit
+// collisions.
 func replicaMap(salt uint64, c int) func(uint64) uint64 {
-	key := mix64(salt + uint64(c)*golden)
-	return func(b uint64) uint64 { return mix64(mix64(b) + key) }
+	key := hashing.Mix64(salt + uint64(c)*hashing.Golden)
+	return func(b uint64) uint64 { return hashing.Mix64(hashing.Mix64(b) + key) }
 }

@@ -41,3 +41,26 @@ func TestReplicaMapDisjoint(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceIDsPinned pins chained and replicated ids, computed before they
+// moved onto package hashing: simulated results depend on them.
+func TestTraceIDsPinned(t *testing.T) {
+	ids := []uint64{5, 6, 7}
+	chainIDs(ids)
+	tests := []struct {
+		name      string
+		got, want uint64
+	}{
+		{"chainIDs(5 6 7)[0]", ids[0], 0x0a11a9bf2fe3743c},
+		{"chainIDs(5 6 7)[1]", ids[1], 0x40702c9736f2b7d7},
+		{"chainIDs(5 6 7)[2]", ids[2], 0x9be101981c488e80},
+		{"replicaMap(99, 1)(7)", replicaMap(99, 1)(7), 0x93ef45557ca4744c},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Errorf("%s = %#x, want %#x", tt.name, tt.got, tt.want)
+			}
+		})
+	}
+}

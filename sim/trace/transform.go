@@ -100,11 +100,11 @@ func Merge(traces ...*Trace) *Trace {
 // Replicate returns k copies of t merged by arrival, to load k times as
 // many instances with the same kind of traffic; ScaleToQPS can then set the
 // rate. Copy 0 is t unchanged; in copy c >= 1 every block id b becomes
-// mix64(mix64(b) + mix64(salt + c·golden)), a bijection, so each copy keeps
-// its prefix structure while sharing no block with another copy (up to
-// 64-bit collisions). At equal arrivals copy c comes before copy c+1.
-// Skipped is t's; Source is t's with " (xk)" appended. k == 0 gives an
-// empty trace; Replicate panics if k < 0.
+// Mix64(Mix64(b) + Mix64(salt + c·Golden)) (see package hashing), a
+// bijection, so each copy keeps its prefix structure while sharing no block
+// with another copy (up to 64-bit collisions). At equal arrivals copy c
+// comes before copy c+1. Skipped is t's; Source is t's with " (xk)"
+// appended. k == 0 gives an empty trace; Replicate panics if k < 0.
 func (t *Trace) Replicate(k int, salt uint64) *Trace {
 	if k < 0 {
 		panic(fmt.Sprintf("trace: Replicate(%d): negative count", k))
