@@ -44,7 +44,8 @@ type Options struct {
 	// scheduler ticks of the default 100ms).
 	LeaseTTL time.Duration
 	// LeaseTimeout bounds one TryLease; a lease not answered in time is
-	// not held (default 50ms).
+	// not held (default 50ms; negative: no bound, for a transport that
+	// answers at once like the Hub).
 	LeaseTimeout time.Duration
 	// Now is the clock for data age (default time.Now). The simulator
 	// passes its simulated clock.
@@ -83,8 +84,6 @@ func (o Options) validate() error {
 		return fmt.Errorf("%w: Heartbeat must be >= 1ms, got %v", ErrInvalidOptions, o.Heartbeat)
 	case o.LeaseTTL < time.Millisecond:
 		return fmt.Errorf("%w: LeaseTTL must be >= 1ms, got %v", ErrInvalidOptions, o.LeaseTTL)
-	case o.LeaseTimeout < 0:
-		return fmt.Errorf("%w: LeaseTimeout must be >= 0, got %v", ErrInvalidOptions, o.LeaseTimeout)
 	}
 	return nil
 }

@@ -342,7 +342,6 @@ func TestNewInvalid(t *testing.T) {
 		{"nil scheduler", hub.Join("a"), nil, coord.Options{}},
 		{"heartbeat", hub.Join("b"), s, coord.Options{Heartbeat: time.Microsecond}},
 		{"lease ttl", hub.Join("c"), s, coord.Options{LeaseTTL: -time.Second}},
-		{"lease timeout", hub.Join("d"), s, coord.Options{LeaseTimeout: -time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
