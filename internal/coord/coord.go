@@ -291,14 +291,14 @@ func (c *Coordinator) Receive(ctx context.Context) error {
 		return fmt.Errorf("coord: receive %s: %w", c.me, err)
 	}
 	for _, b := range batches {
-		c.Merge(b)
+		c.merge(b)
 	}
 	return nil
 }
 
-// Merge applies one batch of another replica's dispatch records with
+// merge applies one batch of another replica's dispatch records with
 // RecordCached, aged from b.At; this replica's own batches are skipped.
-func (c *Coordinator) Merge(b Batch) {
+func (c *Coordinator) merge(b Batch) {
 	if b.Replica == c.me {
 		return
 	}
