@@ -99,7 +99,7 @@ func benchGRPC(b *testing.B, cfg config.Config, workers int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for _, p := range ts.srv.pools { // shared state running, without health checks
-		go p.store.Run(ctx, p.sched)
+		go p.store.Run(ctx, p.coord)
 	}
 	body := benchChat(4, 2<<10, "hello")
 	var mu sync.Mutex

@@ -77,7 +77,7 @@ func migrationRun(t *testing.T, reps []*testServer, perReplica int, leases bool)
 		for _, rep := range reps {
 			p := rep.srv.pools[0]
 			if leases {
-				rep.srv.rebalance(ctx, p)
+				p.coord.Rebalance(ctx)
 			} else {
 				p.sched.Apply(p.sched.Plan())
 			}
@@ -121,7 +121,7 @@ func TestCoordinatedMigration(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			t.Cleanup(cancel)
 			p := rep.srv.pools[0]
-			go p.store.Run(ctx, p.sched) // load exchange without health checks (fake addresses)
+			go p.store.Run(ctx, p.coord) // load exchange without health checks (fake addresses)
 			reps = append(reps, rep)
 		}
 		time.Sleep(200 * time.Millisecond)

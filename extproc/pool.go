@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dualmap/dualmap/config"
+	"github.com/dualmap/dualmap/internal/coord"
 	"github.com/dualmap/dualmap/scheduler"
 	"github.com/dualmap/dualmap/state"
 	"github.com/dualmap/dualmap/tokenize"
@@ -28,7 +29,11 @@ type router interface {
 	Apply(moves []scheduler.Move) int
 	Rebalances() bool
 	SetEngineLoad(id string, l scheduler.EngineLoad) error
-	state.Applier
+	LocalLoad(dst map[string]scheduler.Load)
+	SetRemoteLoad(id string, l scheduler.Load) error
+	RecordCached(id string, blocks []uint64, at time.Time) error
+	KeyDepthState() scheduler.KeyDepthState
+	ImportKeyDepth(st scheduler.KeyDepthState)
 }
 
 var _ router = (*scheduler.Scheduler)(nil)
@@ -40,8 +45,9 @@ type pool struct {
 	sched    router
 	prompter *tokenize.Prompter
 	encoder  tokenize.Encoder
-	store    state.Store // shared with the other replicas (memory: nothing shared)
-	shared   bool        // store is Redis: rebalancing takes leases
+	store    state.Store        // shared with the other replicas (memory: nothing shared)
+	coord    *coord.Coordinator // runs over store: exchange rounds, leased rebalancing
+	shared   bool               // store is Redis: rebalancing takes leases
 
 	mu     sync.Mutex // guards static, dns, health
 	static []config.Instance

@@ -83,6 +83,11 @@ func New(cfg config.Config, opt Options) (*Server, error) {
 			s.Close()
 			return nil, fmt.Errorf("extproc: %w", err)
 		}
+		if p.coord, err = newCoordinator(cfg, p, s.tick, s.now); err != nil {
+			s.pools = append(s.pools, p) // for Close
+			s.Close()
+			return nil, fmt.Errorf("extproc: %w", err)
+		}
 		s.pools = append(s.pools, p)
 		for _, model := range pc.Models {
 			if model == "*" {
@@ -142,7 +147,7 @@ func (s *Server) Run(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := p.store.Run(ctx, p.sched); err != nil {
+			if err := p.store.Run(ctx, p.coord); err != nil {
 				s.log.Error("shared state stopped", "pool", p.name, "error", err)
 			}
 		}()
@@ -173,43 +178,12 @@ func (s *Server) ticker(ctx context.Context) {
 		for _, p := range s.pools {
 			p.sched.Tick()
 			if p.shared && p.sched.Rebalances() {
-				s.rebalance(ctx, p)
+				p.coord.Rebalance(ctx) // leased: see coord.Coordinator.Rebalance
 			}
 		}
 		if gauges++; gauges%10 == 0 {
 			s.updateGauges()
 		}
-	}
-}
-
-// rebalance runs one coordinated rebalancing round: moves are planned
-// locally and applied only from source instances whose lease this replica
-// holds, so the replicas do not all shed the same hotspot at once.
-func (s *Server) rebalance(ctx context.Context, p *pool) {
-	moves := p.sched.Plan()
-	if len(moves) == 0 {
-		return
-	}
-	held := map[string]bool{}
-	kept := moves[:0]
-	for _, m := range moves {
-		ok, seen := held[m.From]
-		if !seen {
-			lctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-			var err error
-			ok, err = p.store.TryLease(lctx, m.From, 2*s.tick)
-			cancel()
-			if err != nil {
-				ok = false
-			}
-			held[m.From] = ok
-		}
-		if ok {
-			kept = append(kept, m)
-		}
-	}
-	if len(kept) > 0 {
-		s.background(func() { p.sched.Apply(kept) })
 	}
 }
 

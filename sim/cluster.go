@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/dualmap/dualmap/internal/coord"
 	"github.com/dualmap/dualmap/scheduler"
 	"github.com/dualmap/dualmap/sim/engine"
 	"github.com/dualmap/dualmap/sim/trace"
@@ -44,13 +45,6 @@ type fired struct {
 	failed   bool
 }
 
-// shared is one dispatch a replica tells the others about at the next exchange.
-type shared struct {
-	id     string
-	blocks []uint64
-	at     time.Time
-}
-
 // cluster is the state of one simulated run.
 type cluster struct {
 	opt     Options
@@ -64,7 +58,9 @@ type cluster struct {
 	eh      engineHeap
 	fired   []fired // what the last scheduler call dispatched or failed
 	events  []engine.Event
-	outbox  [][]shared // per replica, since the last exchange
+	hub     *coord.Hub           // shared by the replicas when coordinated
+	links   []*coord.Link        // per replica, on hub
+	coords  []*coord.Coordinator // per replica, over links
 	reqs    []request
 	ended   int // requests completed or failed
 	// load sampling
@@ -119,6 +115,7 @@ func (c *cluster) build() error {
 		cfg.Cost.PerToken = o.Profile.PrefillPerToken
 	}
 	cfg.Now = c.clock
+	cfg.Rebalance.External = c.coordinated() // leased, in rebalance
 	c.active = o.Instances
 	if err := c.grow(o.Instances); err != nil {
 		return err
@@ -130,8 +127,7 @@ func (c *cluster) build() error {
 		}
 		c.reps = append(c.reps, s)
 	}
-	c.outbox = make([][]shared, o.Replicas)
-	return nil
+	return c.connect()
 }
 
 // grow makes sure engines 0..n-1 exist.
@@ -232,9 +228,10 @@ func (c *cluster) run() {
 			c.scale(o.Scale[scaleAt].Instances)
 			scaleAt++
 		case nextTick:
-			for _, s := range c.reps {
+			for i, s := range c.reps {
 				s.Tick()
 				c.handle()
+				c.rebalance(i) // migrations it dispatched are handled there
 			}
 			nextTick += tick
 		case nextSync:
@@ -267,8 +264,8 @@ func (c *cluster) send(r *request, id string) {
 	r.engine = ei
 	c.engines[ei].Submit(c.now, &r.e)
 	c.eh.update(ei, c.engines[ei].NextTime())
-	if c.opt.Replicas > 1 {
-		c.outbox[r.replica] = append(c.outbox[r.replica], shared{id: id, blocks: r.s.Blocks, at: c.clock()})
+	if c.links != nil {
+		c.links[r.replica].Dispatched(id, r.s.Blocks)
 	}
 }
 
@@ -319,49 +316,6 @@ func (c *cluster) scale(n int) {
 			panic(err)
 		}
 		c.handle()
-	}
-}
-
-// exchange models the replicas' state sharing: each learns the others' load,
-// the prefixes they dispatched since the last exchange, and replica 0's
-// key-depth splits (one table for all, so they compute the same pairs).
-func (c *cluster) exchange() {
-	loads := make([]map[string]scheduler.Load, len(c.reps))
-	for i, s := range c.reps {
-		loads[i] = map[string]scheduler.Load{}
-		s.LocalLoad(loads[i])
-	}
-	kd := c.reps[0].KeyDepthState()
-	for j, s := range c.reps {
-		for _, id := range c.ids[:c.active] {
-			var sum scheduler.Load
-			for i := range c.reps {
-				if i == j {
-					continue
-				}
-				l := loads[i][id]
-				sum.Queued += l.Queued
-				sum.QueuedTokens += l.QueuedTokens
-				sum.PendingTokens += l.PendingTokens
-				sum.Running += l.Running
-			}
-			_ = s.SetRemoteLoad(id, sum)
-		}
-		for i, box := range c.outbox {
-			if i == j {
-				continue
-			}
-			for _, sh := range box {
-				_ = s.RecordCached(sh.id, sh.blocks, sh.at)
-			}
-		}
-		if j > 0 {
-			s.ImportKeyDepth(kd)
-		}
-	}
-	for i := range c.outbox {
-		clear(c.outbox[i])
-		c.outbox[i] = c.outbox[i][:0]
 	}
 }
 

@@ -38,9 +38,14 @@ type Options struct {
 	Profile   engine.Profile // default the qwen2.5-7b-910b4 profile
 	SLO       time.Duration  // TTFT objective, default 5s
 	// Replicas is the number of router replicas (default 1). Each request
-	// goes to a random one; each knows its own dispatches at once and the
-	// others' load, dispatched prefixes and key-depth splits as of the last
-	// exchange, every SyncInterval (0: never, i.e. independent replicas).
+	// goes to a random one; each knows its own dispatches at once. Every
+	// SyncInterval they run serve's coordination rounds (package
+	// internal/coord, over an in-process hub instead of Redis): each learns
+	// the others' load, the prefixes they dispatched and the leader's
+	// key-depth splits as published at the others' previous round, and
+	// migrates queued requests only from instances it holds a lease on,
+	// as serve does. SyncInterval 0: never, i.e. independent replicas that
+	// share nothing and rebalance on their own.
 	Replicas     int
 	SyncInterval time.Duration
 	Seed         uint64

@@ -24,7 +24,7 @@ func TestCommandsPerDispatch(t *testing.T) {
 		prompts[i] = testPrompt(uint64(i+1), 8+rng.IntN(25))
 	}
 	eventually(t, time.Second, func() string { // both heartbeating
-		if a.store.Stats().Replicas != 1 || b.store.Stats().Replicas != 1 {
+		if a.coord.Stats().Replicas != 1 || b.coord.Stats().Replicas != 1 {
 			return "replicas do not see each other yet"
 		}
 		return ""
@@ -41,8 +41,8 @@ func TestCommandsPerDispatch(t *testing.T) {
 	}
 	sent := time.Since(start)
 	eventually(t, 5*time.Second, func() string {
-		if st := b.store.Stats(); st.Applied != total {
-			return fmt.Sprintf("b: Stats().Applied = %d, want %d", st.Applied, total)
+		if st := b.coord.Stats(); st.Applied != total {
+			return fmt.Sprintf("b: coord Stats().Applied = %d, want %d", st.Applied, total)
 		}
 		// The publisher counts a batch once Redis has acknowledged it,
 		// which the reader can see before the count moves.

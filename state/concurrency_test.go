@@ -54,8 +54,8 @@ func TestConcurrentDispatched(t *testing.T) {
 		if got := st.Published + st.Coalesced + st.Dropped; got != workers*each {
 			return fmt.Sprintf("a: Published+Coalesced+Dropped = %d+%d+%d, want %d", st.Published, st.Coalesced, st.Dropped, workers*each)
 		}
-		if bs := b.store.Stats(); bs.Applied != st.Published {
-			return fmt.Sprintf("b: Stats().Applied = %d, want a's Published %d", bs.Applied, st.Published)
+		if bs := b.coord.Stats(); bs.Applied != st.Published {
+			return fmt.Sprintf("b: coord Stats().Applied = %d, want a's Published %d", bs.Applied, st.Published)
 		}
 		return ""
 	})
@@ -63,7 +63,7 @@ func TestConcurrentDispatched(t *testing.T) {
 	t.Logf("a: published %d, coalesced %d, dropped %d in %d entries", st.Published, st.Coalesced, st.Dropped, st.Batches)
 }
 
-// TestRunMisuse: Run refuses a nil Applier and a second concurrent run.
+// TestRunMisuse: Run refuses a nil Coordinator and a second concurrent run.
 func TestRunMisuse(t *testing.T) {
 	addr, _, _ := startRedis(t)
 	r := newReplica(t, addr, "a", nil)
@@ -73,10 +73,10 @@ func TestRunMisuse(t *testing.T) {
 		}
 		return ""
 	})
-	if err := r.store.Run(t.Context(), r.sched); !errors.Is(err, ErrRunning) {
+	if err := r.store.Run(t.Context(), r.coord); !errors.Is(err, ErrRunning) {
 		t.Errorf("second Run() = %v, want ErrRunning", err)
 	}
-	if err := r.store.Run(t.Context(), nil); !errors.Is(err, ErrNoApplier) {
-		t.Errorf("Run(nil) = %v, want ErrNoApplier", err)
+	if err := r.store.Run(t.Context(), nil); !errors.Is(err, ErrNoCoordinator) {
+		t.Errorf("Run(nil) = %v, want ErrNoCoordinator", err)
 	}
 }

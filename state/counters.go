@@ -6,10 +6,7 @@ import "sync/atomic"
 // Run loops without locks.
 type counters struct {
 	published, batches, coalesced, dropped atomic.Uint64
-	applied, unknown, errors               atomic.Uint64
-	replicas                               atomic.Int64
-	leader                                 atomic.Bool
-	keyDepthVersion                        atomic.Int64
+	errors                                 atomic.Uint64
 }
 
 // fill copies the counters into st.
@@ -18,10 +15,5 @@ func (c *counters) fill(st *Stats) {
 	st.Batches = c.batches.Load()
 	st.Coalesced = c.coalesced.Load()
 	st.Dropped = c.dropped.Load()
-	st.Applied = c.applied.Load()
-	st.Unknown = c.unknown.Load()
 	st.Errors = c.errors.Load()
-	st.Replicas = int(c.replicas.Load())
-	st.Leader = c.leader.Load()
-	st.KeyDepthVersion = c.keyDepthVersion.Load()
 }

@@ -2,16 +2,19 @@
 // that run active-active, so that they agree on where prompt prefixes are
 // cached, how loaded each instance is, and which prefixes are split.
 //
-// It is for the exchange only: it feeds the local *scheduler.Scheduler
-// through the Applier methods and never decides anything itself. It is not
-// on the routing hot path: Store.Dispatched only appends to a bounded
+// It is the Redis transport of package internal/coord, which holds the
+// logic of that agreement (what is summed, who leads, who may migrate) and
+// feeds the local scheduler; this package keeps the Redis side: keys, Lua
+// scripts, encodings, the batching of dispatch records, and outages. It is
+// not on the routing hot path: Store.Dispatched only appends to a bounded
 // in-memory buffer, and all Redis I/O happens in Store.Run's background
-// loops, so a slow or dead Redis delays agreement, never a request. It is
-// not a durable store either: everything in it is a hint that the replicas
-// rebuild from traffic.
+// loops (and in TryLease, which the rebalancer calls), so a slow or dead
+// Redis delays agreement, never a request. It is not a durable store
+// either: everything in it is a hint that the replicas rebuild from
+// traffic.
 //
-// Two implementations: NewMemory for a single replica (nothing to share),
-// and NewRedis, which works with a single Redis server, a Cluster or a
+// Two implementations: NewMemory for a single replica (a pool of one), and
+// NewRedis, which works with a single Redis server, a Cluster or a
 // Sentinel-managed primary (redis.UniversalClient).
 //
 // # Protocol
@@ -34,9 +37,10 @@
 // unix_nanos is when the oldest record in it was recorded), trimming the
 // stream to about StreamMaxLen entries (MAXLEN ~). Large backlogs are cut
 // into several entries. Readers XREAD BLOCK 100ms from their last id, skip
-// their own entries and apply the rest with RecordCached. On start, and
-// after every outage, a reader reads the stream from the beginning: the
-// stream is the snapshot a new replica warms up from. Propagation delay is
+// their own entries and hand the rest to the Coordinator, which applies
+// them with RecordCached. On start, and after every outage, a reader reads
+// the stream from the beginning: the stream is the snapshot a new replica
+// warms up from. Propagation delay is
 // the reader's wall clock minus unix_nanos, so it includes the flush wait
 // and any clock skew between hosts. Size StreamMaxLen with care: an entry
 // is a whole batch, so Redis holds about StreamMaxLen times the average
@@ -44,18 +48,19 @@
 // so 200000 such entries take 2.6 GB), and a starting replica replays all
 // of it. About as much history as an instance's KV cache holds is enough.
 //
-// Load. Every Heartbeat a replica runs one pipeline: a Lua script that
-// replaces its load hash (LocalLoad; each value four uvarints: queued,
-// queued tokens, pending tokens, running; plus a presence field "@"), sets
-// PEXPIRE 3H, ZADDs itself to T:replicas with Redis's own clock, drops
-// members older than 3H and returns the rest; the key-depth lease script;
-// and GET T:kd. A second pipeline HGETALLs the other replicas' hashes (and
-// carries the leader's key-depth update). The sum of the others' loads per
-// instance goes to SetRemoteLoad; instances nobody reports get a zero Load.
-// A replica whose heartbeats stop (crash, SIGKILL, partition) vanishes
-// within 3H: its hash expires and it is dropped from the zset. A replica
-// that stops cleanly (Run's ctx ends) deletes its hash and leaves at once.
-// All replicas of a pool should use the same Heartbeat.
+// Load. Every heartbeat (coord.Options.Heartbeat, H) the Coordinator's Sync
+// makes two pipelined round trips. Beat: a Lua script that replaces the
+// replica's load hash (LocalLoad; each value four uvarints: queued, queued
+// tokens, pending tokens, running; plus a presence field "@"), sets PEXPIRE
+// 3H, ZADDs the replica to T:replicas with Redis's own clock, drops members
+// older than 3H and returns the rest; the key-depth lease script; and GET
+// T:kd. Collect: HGETALL of the other replicas' hashes (and the leader's
+// key-depth update, if any). The Coordinator sums the others' loads per
+// instance into SetRemoteLoad; instances nobody reports get a zero Load. A
+// replica whose heartbeats stop (crash, SIGKILL, partition) vanishes within
+// 3H: its hash expires and it is dropped from the zset. A replica that stops
+// cleanly (Run's ctx ends) deletes its hash and leaves at once. All
+// replicas of a pool should use the same heartbeat.
 //
 // Key depth. One replica holds the leader lease T:kd:leader (acquired as
 // SET NX PX 3H, renewed by its holder each heartbeat; both in one Lua
@@ -66,11 +71,14 @@
 // lease expires and the next replica to heartbeat takes it over, first
 // adopting the published table (it may have just started, with an empty
 // one) and then publishing its own as it evolves. A leader that cannot
-// reach Redis stops considering itself leader.
+// reach Redis stops considering itself leader. (The decisions are the
+// Coordinator's; the keys and encodings are this package's.)
 //
 // Migration leases. TryLease runs the same acquire-or-renew script on
 // T:mig:<instance>: true for the replica that holds the lease (a holder
-// asking again extends it), false for any other until it expires.
+// asking again extends it), false for any other until it expires. The
+// Coordinator's Rebalance takes one per source instance it plans moves
+// from.
 //
 // # Failures
 //
@@ -78,17 +86,17 @@
 // with exponential backoff capped at 1s. The store logs one Warn when an
 // outage starts and one Info when it ends, and Stats reports Up, Outages
 // and DownSince. Dispatched keeps buffering; past the bound (Buffer) the
-// oldest records are dropped and counted. Remote loads are cleared (set to
-// zero) after 3 heartbeats without fresh data, so a cut-off replica routes
-// on its own view rather than stale numbers. After the outage the buffered
+// oldest records are dropped and counted. The Coordinator clears remote
+// loads (sets them to zero) after 3 heartbeats without fresh data, so a
+// cut-off replica routes on its own view rather than stale numbers. After the outage the buffered
 // records are published, the load hash and the key-depth table are written
 // again, and readers re-read the stream from the beginning, so agreement
 // recovers within a few heartbeats. A Redis that restarted empty loses the
 // stream: replicas keep their own KV indexes, but a replica started after
 // that begins cold. Records for instances this replica does not know
-// (pools changing) are skipped and counted. Redis errors other than
-// connection failures (wrong type, ACL, OOM) are counted and logged at
-// Debug but do not mark Redis down.
+// (pools changing) are skipped and counted (coord.Stats.Unknown). Redis
+// errors other than connection failures (wrong type, ACL, OOM) are counted
+// and logged at Debug but do not mark Redis down.
 //
 // go-redis logs every failed dial through its own process-wide logger; see
 // RedisLogger to route those lines to slog at Debug.

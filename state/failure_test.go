@@ -54,8 +54,8 @@ func TestReplicaLeaves(t *testing.T) {
 			}
 			for _, r := range rs[:2] {
 				eventually(t, time.Second, func() string {
-					if got := r.store.Stats().Replicas; got != 1 {
-						return fmt.Sprintf("%s: Stats().Replicas = %d, want 1", r.name, got)
+					if got := r.coord.Stats().Replicas; got != 1 {
+						return fmt.Sprintf("%s: coord Stats().Replicas = %d, want 1", r.name, got)
 					}
 					return ""
 				})

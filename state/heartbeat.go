@@ -3,11 +3,10 @@ package state
 import (
 	"context"
 	"errors"
-	"slices"
 	"strconv"
 	"time"
 
-	"github.com/dualmap/dualmap/proto/statepb"
+	"github.com/dualmap/dualmap/internal/coord"
 	"github.com/dualmap/dualmap/scheduler"
 	"github.com/redis/go-redis/v9"
 )
@@ -17,35 +16,21 @@ import (
 // replica's heartbeat period in milliseconds.
 const presenceField = "@"
 
-// beat is the heartbeat loop's state. Only that loop touches it.
-type beat struct {
-	local, remote map[string]scheduler.Load
-	args          []any
-	others        []string
-	lastData      time.Time // last time the others' loads were read
-	cleared       bool      // remote loads were zeroed for lack of data
-	kdVersion     int64     // key-depth version last published or imported
-	wasLeader     bool      // held the key-depth lease at the last heartbeat
-}
-
-// heartbeatLoop runs a heartbeat at once and then every Heartbeat until ctx
-// ends, backing off (up to 1s between attempts) while Redis fails, and
-// clears the remote loads when they are 3 heartbeats old.
-func (s *RedisStore) heartbeatLoop(ctx context.Context, a Applier) {
-	t := time.NewTicker(s.opt.Heartbeat)
+// heartbeatLoop runs c.Sync at once and then every c.Heartbeat() until ctx
+// ends, backing off (up to 1s between attempts) while Redis fails; c clears
+// the remote loads when they are 3 heartbeats old.
+func (s *RedisStore) heartbeatLoop(ctx context.Context, c *coord.Coordinator) {
+	t := time.NewTicker(c.Heartbeat())
 	defer t.Stop()
-	b := &beat{
-		local:    make(map[string]scheduler.Load),
-		remote:   make(map[string]scheduler.Load),
-		lastData: time.Now(),
-	}
 	var (
 		bo      backoff
 		retryAt time.Time
 	)
 	for {
 		if began := time.Now(); !began.Before(retryAt) {
-			err := s.heartbeat(ctx, a, b)
+			rctx, cancel := context.WithTimeout(ctx, opTimeout)
+			err := c.Sync(rctx)
+			cancel()
 			switch {
 			case err == nil:
 				s.health.ok()
@@ -53,19 +38,11 @@ func (s *RedisStore) heartbeatLoop(ctx context.Context, a Applier) {
 			case ctx.Err() != nil:
 				return
 			default:
-				s.st.leader.Store(false) // cannot renew: assume the lease lost
-				b.wasLeader = false
 				s.health.failed("heartbeat", began, err)
 				retryAt = began.Add(bo.fail())
 			}
 		}
-		if !b.cleared && time.Since(b.lastData) > 3*s.opt.Heartbeat {
-			s.st.replicas.Store(0)
-			for id := range b.local {
-				_ = a.SetRemoteLoad(id, scheduler.Load{}) // a zero load is always valid for a known id
-			}
-			b.cleared = true
-		}
+		c.Expire()
 		select {
 		case <-ctx.Done():
 			return
@@ -74,73 +51,63 @@ func (s *RedisStore) heartbeatLoop(ctx context.Context, a Applier) {
 	}
 }
 
-// heartbeat is one round: two pipelined round trips (see the package doc).
-func (s *RedisStore) heartbeat(ctx context.Context, a Applier, b *beat) error {
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
+// Beat implements coord.Transport with one pipeline: beatScript (replace
+// the load hash, PEXPIRE, ZADD with Redis's clock, drop the members not
+// seen within the TTL, return the rest), leaseScript on T:kd:leader, and
+// GET T:kd.
+func (s *RedisStore) Beat(ctx context.Context, b coord.Beat) (coord.Seen, error) {
 	me := s.opt.Replica
-	ttl := max(3*s.opt.Heartbeat.Milliseconds(), 1)
-
-	clear(b.local)
-	a.LocalLoad(b.local)
-	b.args = append(b.args[:0], me, ttl, presenceField, strconv.FormatInt(s.opt.Heartbeat.Milliseconds(), 10))
+	ttl := max(b.TTL.Milliseconds(), 1)
+	args := make([]any, 0, 4+2*len(b.Load))
+	args = append(args, me, ttl, presenceField, strconv.FormatInt(b.Period.Milliseconds(), 10))
 	var enc []byte
-	for id, l := range b.local {
+	for id, l := range b.Load {
 		enc = appendLoad(enc[:0], l)
-		b.args = append(b.args, id, string(enc))
+		args = append(args, id, string(enc))
 	}
 
 	pipe := s.rdb.Pipeline()
-	members := pipe.Eval(ctx, beatScript, []string{s.keys.load(me), s.keys.replicas}, b.args...)
+	members := pipe.Eval(ctx, beatScript, []string{s.keys.load(me), s.keys.replicas}, args...)
 	lease := pipe.Eval(ctx, leaseScript, []string{s.keys.leader}, me, ttl)
 	kdGet := pipe.Get(ctx, s.keys.keyDepth)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return err
+		return coord.Seen{}, err
 	}
 	names, err := members.StringSlice()
 	if err != nil {
-		return err
+		return coord.Seen{}, err
 	}
 	held, err := lease.Int()
 	if err != nil {
-		return err
+		return coord.Seen{}, err
 	}
-	leader := held == 1
-	s.st.leader.Store(leader)
-	var published *statepb.KeyDepth
+	seen := coord.Seen{Members: names, Leader: held == 1}
 	if raw, err := kdGet.Result(); err == nil {
-		if published, err = decodeKeyDepth(raw); err != nil {
-			s.st.errors.Add(1) // the leader overwrites it below
+		kd, err := decodeKeyDepth(raw)
+		if err != nil {
+			s.st.errors.Add(1) // the leader overwrites it
+		} else {
+			seen.Table = &coord.Table{Splits: kd.Splits, Version: kd.Version, Leader: kd.Leader}
 		}
 	}
+	return seen, nil
+}
 
-	// A new leader starts from the pool's table, not its own (it may have
-	// just started); from then on its own table is the pool's.
-	if leader && !b.wasLeader && published != nil && published.Leader != me {
-		a.ImportKeyDepth(scheduler.KeyDepthState{Splits: published.Splits})
-		b.kdVersion = published.Version
-	}
-	b.wasLeader = leader
-	// The key-depth update the leader owes, if any.
-	cur := a.KeyDepthState()
+// Collect implements coord.Transport with one pipeline: HGETALL of each
+// replica's load hash, and SET T:kd when t is not nil. A hash that expired
+// since Beat reads empty: that replica is left out. Values that do not
+// decode are skipped and counted as errors.
+func (s *RedisStore) Collect(ctx context.Context, replicas []string, t *coord.Table) ([]coord.Peer, error) {
 	var update []byte
-	var updateVersion int64
-	if leader && (published == nil || published.Leader != me || !slices.Equal(published.Splits, cur.Splits)) {
-		updateVersion = max(published.GetVersion(), b.kdVersion) + 1
-		if update, err = encodeKeyDepth(cur.Splits, updateVersion, me); err != nil {
-			return err
+	if t != nil {
+		var err error
+		if update, err = encodeKeyDepth(t.Splits, t.Version, t.Leader); err != nil {
+			return nil, err
 		}
 	}
-
-	b.others = b.others[:0]
-	for _, r := range names {
-		if r != me {
-			b.others = append(b.others, r)
-		}
-	}
-	pipe = s.rdb.Pipeline()
-	loads := make([]*redis.MapStringStringCmd, len(b.others))
-	for i, r := range b.others {
+	pipe := s.rdb.Pipeline()
+	loads := make([]*redis.MapStringStringCmd, len(replicas))
+	for i, r := range replicas {
 		loads[i] = pipe.HGetAll(ctx, s.keys.load(r))
 	}
 	if update != nil {
@@ -148,34 +115,16 @@ func (s *RedisStore) heartbeat(ctx context.Context, a Applier, b *beat) error {
 	}
 	if pipe.Len() > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {
-			return err
+			return nil, err
 		}
 	}
-
-	s.applyLoads(a, b, loads)
-	switch {
-	case update != nil:
-		b.kdVersion = updateVersion
-		s.st.keyDepthVersion.Store(updateVersion)
-	case !leader && published != nil && (published.Version != b.kdVersion || !slices.Equal(published.Splits, cur.Splits)):
-		a.ImportKeyDepth(scheduler.KeyDepthState{Splits: published.Splits})
-		b.kdVersion = published.Version
-		s.st.keyDepthVersion.Store(published.Version)
-	}
-	return nil
-}
-
-// applyLoads sums the other replicas' load hashes per instance and sets
-// every local instance's remote load (zero where nobody reports).
-func (s *RedisStore) applyLoads(a Applier, b *beat, loads []*redis.MapStringStringCmd) {
-	clear(b.remote)
-	live := 0
-	for _, c := range loads {
+	peers := make([]coord.Peer, 0, len(replicas))
+	for i, c := range loads {
 		m := c.Val()
 		if len(m) == 0 { // expired between the two round trips
 			continue
 		}
-		live++
+		p := coord.Peer{Replica: replicas[i], Load: make(map[string]scheduler.Load, len(m))}
 		for id, v := range m {
 			if id == presenceField {
 				continue
@@ -185,18 +134,9 @@ func (s *RedisStore) applyLoads(a Applier, b *beat, loads []*redis.MapStringStri
 				s.st.errors.Add(1)
 				continue
 			}
-			sum := b.remote[id]
-			sum.Queued += l.Queued
-			sum.QueuedTokens += l.QueuedTokens
-			sum.PendingTokens += l.PendingTokens
-			sum.Running += l.Running
-			b.remote[id] = sum
+			p.Load[id] = l
 		}
+		peers = append(peers, p)
 	}
-	for id := range b.local {
-		_ = a.SetRemoteLoad(id, b.remote[id]) // ids come from the Applier, sums are >= 0
-	}
-	s.st.replicas.Store(int64(live))
-	b.lastData = time.Now()
-	b.cleared = false
+	return peers, nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dualmap/dualmap/internal/coord"
 	"github.com/dualmap/dualmap/scheduler"
 	"github.com/redis/go-redis/v9"
 )
@@ -38,11 +39,12 @@ func testRequest(blocks []uint64) *scheduler.Request {
 }
 
 // replica is one in-process router replica: a real scheduler fed by a
-// RedisStore whose Run goroutine the test owns.
+// Coordinator over a RedisStore whose Run goroutine the test owns.
 type replica struct {
 	name   string
 	store  *RedisStore
 	sched  *scheduler.Scheduler
+	coord  *coord.Coordinator
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -75,9 +77,13 @@ func newReplica(t testing.TB, addr, name string, mod func(*RedisOptions), hooks 
 	for _, h := range hooks {
 		store.rdb.AddHook(h)
 	}
+	c, err := coord.New(store, sched, coord.Options{})
+	if err != nil {
+		t.Fatalf("coord.New() error = %v", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &replica{name: name, store: store, sched: sched, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- store.Run(ctx, sched) }()
+	r := &replica{name: name, store: store, sched: sched, coord: c, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- store.Run(ctx, c) }()
 	t.Cleanup(func() { r.stop(t) })
 	return r
 }
@@ -175,7 +181,7 @@ func leaderOf(t testing.TB, rs []*replica) *replica {
 		leader = nil
 		n := 0
 		for _, r := range rs {
-			if r.store.Stats().Leader {
+			if r.coord.Stats().Leader {
 				leader = r
 				n++
 			}

@@ -6,9 +6,10 @@ import (
 	"time"
 )
 
-// TryLease implements Store with leaseScript on T:mig:<instance>: SET NX
-// PX ttl, or PEXPIRE ttl when this replica already holds it. It waits at
-// most LeaseTimeout (less if ctx ends sooner).
+// TryLease implements coord.Transport with leaseScript on T:mig:<instance>:
+// SET NX PX ttl, or PEXPIRE ttl when this replica already holds it. It
+// waits at most LeaseTimeout (less if ctx ends sooner); on a Redis failure
+// it returns false and an error wrapping ErrUnavailable.
 func (s *RedisStore) TryLease(ctx context.Context, instance string, ttl time.Duration) (bool, error) {
 	if err := checkLease(instance, ttl); err != nil {
 		return false, err

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dualmap/dualmap/internal/coord"
 	"github.com/dualmap/dualmap/scheduler"
 )
 
@@ -22,9 +23,13 @@ func TestMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c, err := coord.New(s, sched, coord.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, sched) }()
+	go func() { done <- s.Run(ctx, c) }()
 	select {
 	case err := <-done:
 		t.Fatalf("Run() returned %v before ctx ended", err)
@@ -34,7 +39,7 @@ func TestMemory(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("Run() = %v, want nil", err)
 	}
-	if err := s.Run(context.Background(), nil); !errors.Is(err, ErrNoApplier) {
-		t.Errorf("Run(nil) = %v, want ErrNoApplier", err)
+	if err := s.Run(context.Background(), nil); !errors.Is(err, ErrNoCoordinator) {
+		t.Errorf("Run(nil) = %v, want ErrNoCoordinator", err)
 	}
 }

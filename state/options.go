@@ -30,10 +30,6 @@ type RedisOptions struct {
 	Pool string
 	// Replica is this replica's unique id (default hostname-pid-random).
 	Replica string
-	// Heartbeat is the load publish and refresh period (default 100ms). A
-	// replica whose heartbeats stop is ignored after 3 periods. Use the
-	// same value on every replica of a pool.
-	Heartbeat time.Duration
 	// Flush is the dispatch batching period (default 10ms).
 	Flush time.Duration
 	// StreamMaxLen caps the dispatch stream, in entries (default 200000;
@@ -50,7 +46,6 @@ type RedisOptions struct {
 const (
 	DefaultPrefix       = "dualmap"
 	DefaultPool         = "default"
-	DefaultHeartbeat    = 100 * time.Millisecond
 	DefaultFlush        = 10 * time.Millisecond
 	DefaultStreamMaxLen = 200_000
 	DefaultBuffer       = 1 << 20
@@ -65,9 +60,6 @@ func (o RedisOptions) withDefaults() RedisOptions {
 	}
 	if o.Replica == "" {
 		o.Replica = defaultReplicaID()
-	}
-	if o.Heartbeat == 0 {
-		o.Heartbeat = DefaultHeartbeat
 	}
 	if o.Flush == 0 {
 		o.Flush = DefaultFlush
@@ -93,8 +85,6 @@ func (o RedisOptions) validate() error {
 		return fmt.Errorf("%w: Prefix and Pool must not contain braces (they form the hash tag), got %q and %q", ErrInvalidOptions, o.Prefix, o.Pool)
 	case !utf8.ValidString(o.Replica):
 		return fmt.Errorf("%w: Replica must be valid UTF-8, got %q", ErrInvalidOptions, o.Replica)
-	case o.Heartbeat < time.Millisecond:
-		return fmt.Errorf("%w: Heartbeat must be >= 1ms, got %v", ErrInvalidOptions, o.Heartbeat)
 	case o.Flush < time.Millisecond:
 		return fmt.Errorf("%w: Flush must be >= 1ms, got %v", ErrInvalidOptions, o.Flush)
 	case o.StreamMaxLen < 1:

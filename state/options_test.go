@@ -19,7 +19,7 @@ func TestNewRedisOptions(t *testing.T) {
 		{"no addrs", RedisOptions{}, false},
 		{"brace in pool", RedisOptions{Addrs: []string{"a:1"}, Pool: "p}"}, false},
 		{"brace in prefix", RedisOptions{Addrs: []string{"a:1"}, Prefix: "{x"}, false},
-		{"tiny heartbeat", RedisOptions{Addrs: []string{"a:1"}, Heartbeat: time.Microsecond}, false},
+		{"tiny flush", RedisOptions{Addrs: []string{"a:1"}, Flush: time.Microsecond}, false},
 		{"negative flush", RedisOptions{Addrs: []string{"a:1"}, Flush: -time.Second}, false},
 		{"negative stream cap", RedisOptions{Addrs: []string{"a:1"}, StreamMaxLen: -1}, false},
 		{"negative buffer", RedisOptions{Addrs: []string{"a:1"}, Buffer: -1}, false},
@@ -44,7 +44,7 @@ func TestNewRedisOptions(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	o := RedisOptions{Addrs: []string{"a:1"}}.withDefaults()
-	if o.Prefix != "dualmap" || o.Pool != "default" || o.Heartbeat != 100*time.Millisecond || o.Flush != 10*time.Millisecond ||
+	if o.Prefix != "dualmap" || o.Pool != "default" || o.Flush != 10*time.Millisecond ||
 		o.StreamMaxLen != 200_000 || o.Buffer != 1<<20 || o.Logger == nil {
 		t.Errorf("withDefaults() = %+v", o)
 	}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dualmap/dualmap/internal/coord"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -29,7 +30,8 @@ type RedisStore struct {
 	health health
 	lat    latency
 	buf    *buffer
-	pub    publisher // owned by the publish loop, then by leave
+	pub    publisher // owned by the publish loop, then by Run's clean-up
+	rd     reader    // owned by Receive
 
 	running atomic.Bool
 	// skipLeave makes Run end without its clean-up, like a killed
@@ -76,7 +78,7 @@ func NewRedis(opt RedisOptions) (*RedisStore, error) {
 	return s, nil
 }
 
-// Replica returns this replica's id.
+// Replica implements coord.Transport.
 func (s *RedisStore) Replica() string { return s.opt.Replica }
 
 // Dispatched implements Store.
@@ -95,14 +97,14 @@ func (s *RedisStore) Stats() Stats {
 }
 
 // Run implements Store. It runs three goroutines, each ending with ctx: the
-// publisher (every Flush), the stream reader, and the heartbeat (every
-// Heartbeat: load, replicas, key depth). When ctx ends they stop within
-// about 100ms (1.1s if Redis hangs mid-read); Run then publishes what is
-// buffered, deletes its load hash and releases the key-depth lease, giving
+// publisher (every Flush), the stream reader (c.Receive), and the heartbeat
+// (c.Sync every c.Heartbeat()). When ctx ends they stop within about 100ms
+// (1.1s if Redis hangs mid-read); Run then publishes what is buffered and
+// makes c leave (delete its load hash, release the key-depth lease), giving
 // that at most 500ms, and returns nil.
-func (s *RedisStore) Run(ctx context.Context, a Applier) error {
-	if a == nil {
-		return fmt.Errorf("state: redis store: %w", ErrNoApplier)
+func (s *RedisStore) Run(ctx context.Context, c *coord.Coordinator) error {
+	if c == nil {
+		return fmt.Errorf("state: redis store: %w", ErrNoCoordinator)
 	}
 	if !s.running.CompareAndSwap(false, true) {
 		return fmt.Errorf("state: redis store %s: %w", s.opt.Replica, ErrRunning)
@@ -110,34 +112,33 @@ func (s *RedisStore) Run(ctx context.Context, a Applier) error {
 	defer s.running.Store(false)
 	var wg sync.WaitGroup
 	wg.Go(func() { s.publishLoop(ctx) })
-	wg.Go(func() { s.readLoop(ctx, a) })
-	wg.Go(func() { s.heartbeatLoop(ctx, a) })
+	wg.Go(func() { s.readLoop(ctx, c) })
+	wg.Go(func() { s.heartbeatLoop(ctx, c) })
 	wg.Wait()
 	if !s.skipLeave {
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
 		defer cancel()
-		s.leave(lctx)
+		if _, err := s.flush(lctx); err != nil {
+			s.health.log.Debug("state: final flush failed", "err", err)
+		}
+		if err := c.Leave(lctx); err != nil {
+			s.health.log.Debug("state: leave failed", "err", err)
+		}
 	}
 	return nil
 }
 
-// leave is the clean exit: flush, then remove this replica's presence so
-// the others stop counting its load and a new key-depth leader can take
-// over at once.
-func (s *RedisStore) leave(ctx context.Context) {
-	if _, err := s.flush(ctx); err != nil {
-		s.health.log.Debug("state: final flush failed", "err", err)
-	}
-	s.st.leader.Store(false)
+// Leave implements coord.Transport: it deletes this replica's load hash,
+// removes it from T:replicas and releases the key-depth lease if it holds
+// it, in one pipeline.
+func (s *RedisStore) Leave(ctx context.Context) error {
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.Del(ctx, s.keys.load(s.opt.Replica))
 		p.ZRem(ctx, s.keys.replicas, s.opt.Replica)
 		p.Eval(ctx, releaseScript, []string{s.keys.leader}, s.opt.Replica)
 		return nil
 	})
-	if err != nil {
-		s.health.log.Debug("state: leave failed", "err", err)
-	}
+	return err
 }
 
 // Close closes the Redis connections. Call it after Run returned.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dualmap/dualmap/internal/coord"
 	"github.com/dualmap/dualmap/scheduler"
 )
 
@@ -81,8 +82,8 @@ func TestReplicasAgree(t *testing.T) {
 						}
 						return ""
 					})
-					if got, want := r.store.Stats().Replicas, n-1; got != want {
-						t.Errorf("%s: Stats().Replicas = %d, want %d", r.name, got, want)
+					if got, want := r.coord.Stats().Replicas, n-1; got != want {
+						t.Errorf("%s: coord Stats().Replicas = %d, want %d", r.name, got, want)
 					}
 				}
 			})
@@ -115,7 +116,7 @@ func TestReplicasAgree(t *testing.T) {
 
 			for _, r := range rs {
 				st := r.store.Stats()
-				t.Logf("%s: %+v", r.name, st)
+				t.Logf("%s: %+v %+v", r.name, st, r.coord.Stats())
 				if !st.Up || st.Outages != 0 || st.Errors != 0 {
 					t.Errorf("%s: Stats() Up=%v Outages=%d Errors=%d, want up with no outage or error", r.name, st.Up, st.Outages, st.Errors)
 				}
@@ -174,8 +175,8 @@ func TestWarmStart(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	b := newReplica(t, addr, "b", nil)
 	eventually(t, time.Second, func() string {
-		if st := b.store.Stats(); st.Applied != 20 {
-			return fmt.Sprintf("b: Stats().Applied = %d, want 20", st.Applied)
+		if st := b.coord.Stats(); st.Applied != 20 {
+			return fmt.Sprintf("b: coord Stats().Applied = %d, want 20", st.Applied)
 		}
 		return ""
 	})
@@ -211,7 +212,7 @@ func TestNewLeaderAdoptsTable(t *testing.T) {
 	})
 	a.store.skipLeave = true
 	a.stop(t)
-	time.Sleep(3*DefaultHeartbeat + 50*time.Millisecond) // the lease expires
+	time.Sleep(3*coord.DefaultHeartbeat + 50*time.Millisecond) // the lease expires
 	b := newReplica(t, addr, "b", nil)
 	leaderOf(t, []*replica{b})
 	c := newReplica(t, addr, "c", nil)

@@ -5,45 +5,30 @@ import (
 	"errors"
 	"time"
 
-	"github.com/dualmap/dualmap/scheduler"
+	"github.com/dualmap/dualmap/internal/coord"
 )
 
-// Applier is what a Store feeds: the local scheduler (a *scheduler.Scheduler
-// satisfies it). Its methods are called from Store.Run's goroutines, so they
-// must be safe for concurrent use and must not block for long.
-type Applier interface {
-	RecordCached(id string, blocks []uint64, at time.Time) error
-	SetRemoteLoad(id string, l scheduler.Load) error
-	ImportKeyDepth(st scheduler.KeyDepthState)
-	KeyDepthState() scheduler.KeyDepthState
-	LocalLoad(dst map[string]scheduler.Load)
-}
-
-var _ Applier = (*scheduler.Scheduler)(nil)
-
-// Store shares one pool's state between replicas. All methods are safe for
-// concurrent use.
+// Store is one replica's end of a pool's shared state: the Transport its
+// coord.Coordinator runs over, the dispatch records it shares, and the loops
+// that drive the Coordinator's rounds. All methods are safe for concurrent
+// use.
 type Store interface {
+	coord.Transport
 	// Dispatched records that blocks (a prompt's chained block hashes) were
 	// dispatched to instance, for the other replicas. It copies blocks,
 	// never blocks on I/O (it takes a short in-memory lock) and never fails:
 	// the buffer is bounded, identical waiting records are coalesced, and
 	// when it is full the oldest records are dropped and counted.
 	Dispatched(instance string, blocks []uint64)
-	// Run is the background loop: it publishes this replica's records,
-	// heartbeats its load, exchanges the key-depth table and applies the
-	// other replicas' state to a. It blocks until ctx ends and then returns
-	// nil; Redis failures never make it return. It returns an error at once
-	// only when misused (a nil Applier, or a second concurrent Run).
-	Run(ctx context.Context, a Applier) error
+	// Run is the background work: it publishes this replica's records and
+	// runs c's rounds (Sync every c.Heartbeat(), Receive continuously). c
+	// must run over this store. Run blocks until ctx ends, then makes c
+	// leave the pool and returns nil; Redis failures never make it return.
+	// It returns an error at once only when misused (a nil Coordinator, or
+	// a second concurrent Run).
+	Run(ctx context.Context, c *coord.Coordinator) error
 	// Stats returns a snapshot of the counters. It does not block on I/O.
 	Stats() Stats
-	// TryLease takes (or, for its holder, extends) a lease of ttl on a
-	// source instance before this replica applies migrations from it. It
-	// returns false when another replica holds the lease. It never blocks
-	// longer than a short timeout (LeaseTimeout); on a Redis failure it
-	// returns false and an error wrapping ErrUnavailable.
-	TryLease(ctx context.Context, instance string, ttl time.Duration) (bool, error)
 }
 
 // LeaseTimeout bounds one TryLease call.
@@ -56,8 +41,8 @@ var (
 	ErrInvalidOptions = errors.New("state: invalid options")
 	// ErrRunning is returned by Run when the store is already running.
 	ErrRunning = errors.New("state: Run already running")
-	// ErrNoApplier is returned by Run when given a nil Applier.
-	ErrNoApplier = errors.New("state: nil Applier")
+	// ErrNoCoordinator is returned by Run when given a nil Coordinator.
+	ErrNoCoordinator = errors.New("state: nil Coordinator")
 	// ErrUnavailable is returned when Redis could not answer in time.
 	ErrUnavailable = errors.New("state: redis unavailable")
 	// ErrInvalidLease is returned by TryLease for an empty instance or a
@@ -65,8 +50,9 @@ var (
 	ErrInvalidLease = errors.New("state: invalid lease")
 )
 
-// Stats is a snapshot of a Store's counters. Counters are cumulative since
-// the store was created.
+// Stats is a snapshot of a Store's counters: the transport's. Counters are
+// cumulative since the store was created. What the coordination did
+// (leader, replicas seen, records applied) is in the Coordinator's Stats.
 type Stats struct {
 	// Up is true when the last Redis operation succeeded.
 	Up bool
@@ -86,26 +72,14 @@ type Stats struct {
 	// Dropped counts records lost because the buffer was full.
 	Dropped uint64
 
-	// Applied counts other replicas' records applied with RecordCached.
-	Applied uint64
-	// Unknown counts other replicas' records for instances the Applier
-	// does not have.
-	Unknown uint64
-	// Errors counts failed Redis operations, including malformed entries.
+	// Errors counts failed Redis operations, including malformed entries
+	// and values.
 	Errors uint64
 
-	// Replicas is the number of other live replicas seen at the last
-	// heartbeat.
-	Replicas int
-	// Leader is true while this replica holds the key-depth leader lease.
-	Leader bool
-	// KeyDepthVersion is the version of the key-depth table last published
-	// or imported.
-	KeyDepthVersion int64
-
-	// PropagationLast is the delay of the last applied batch: from when
+	// PropagationLast is the delay of the last batch received: from when
 	// its oldest record was recorded on the other replica to when it was
-	// applied here. PropagationP50 and PropagationP99 are over the last
-	// PropagationWindow batches applied live (not the warm-up backlog).
+	// read here (and handed to the Coordinator to apply). PropagationP50
+	// and PropagationP99 are over the last PropagationWindow batches read
+	// live (not the warm-up backlog).
 	PropagationLast, PropagationP50, PropagationP99 time.Duration
 }
