@@ -119,14 +119,18 @@ func PolicyDefaults(name string) (Params, error) {
 	if !ok {
 		return nil, unknownPolicy(name)
 	}
-	pol := c()
+	return paramValues(c()), nil
+}
+
+// paramValues returns pol's parameters as they are set.
+func paramValues(pol configurable) Params {
 	fields, _ := paramFields(reflect.TypeOf(pol)) // checked by register
 	v := reflect.ValueOf(pol).Elem()
 	p := make(Params, len(fields))
 	for _, f := range fields {
 		p[f.key] = v.Field(f.index).Interface()
 	}
-	return p, nil
+	return p
 }
 
 func unknownPolicy(name string) error {
