@@ -184,6 +184,9 @@ func paramFields(t reflect.Type) ([]paramField, error) {
 		if key == "" {
 			return nil, fmt.Errorf("field %s has no param tag", sf.Name)
 		}
+		if slices.ContainsFunc(fields, func(f paramField) bool { return f.key == key }) {
+			return nil, fmt.Errorf("parameter %s: two fields", key)
+		}
 		switch sf.Type.Kind() {
 		case reflect.Float64, reflect.String, reflect.Bool, reflect.Uint64:
 		default:

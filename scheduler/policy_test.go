@@ -220,6 +220,10 @@ func TestParamFields(t *testing.T) {
 		{"int field", reflect.TypeFor[*struct {
 			N int `param:"n"`
 		}](), "parameter n: unsupported type int"},
+		{"duplicate key", reflect.TypeFor[*struct {
+			A float64 `param:"a"`
+			B float64 `param:"a"`
+		}](), "parameter a: two fields"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
