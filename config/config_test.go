@@ -2,11 +2,14 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dualmap/dualmap/scheduler"
 )
 
 const minimal = `
@@ -126,8 +129,23 @@ func TestDefaultsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Parse(out, nil); err != nil {
-		t.Errorf("Parse(DefaultsYAML()) error = %v\n%s", err, out)
+	c, err := Parse(out, nil)
+	if err != nil {
+		t.Fatalf("Parse(DefaultsYAML()) error = %v\n%s", err, out)
+	}
+	// The example pool's policy lists every parameter, with its default.
+	p := c.Pools[0].Policy
+	def, err := scheduler.PolicyDefaults(p.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Params) != len(def) {
+		t.Errorf("DefaultsYAML() policy params = %v, want %v", p.Params, def)
+	}
+	for k, v := range def {
+		if got := fmt.Sprint(p.Params[k]); got != fmt.Sprint(v) {
+			t.Errorf("DefaultsYAML() policy param %s = %s, want %v", k, got, v)
+		}
 	}
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "c.yaml"), out, 0o644); err != nil {

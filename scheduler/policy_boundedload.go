@@ -6,23 +6,16 @@ import "math"
 // SODA 2018), as in the SGLang gateway's prefix_hash: walk ring 1 clockwise
 // from the key and take the first ready instance whose request count
 // (running plus router-queued, all replicas) stays within bound x the average after adding
-// this one. Parameter bound (default 1.25, >= 1).
+// this one.
 type boundedLoad struct {
-	bound float64
+	Bound float64 `param:"bound"` // default 1.25, in [1, 100]
 }
 
-func init() { register("consistent-hash-bounded-load", newBoundedLoad) }
-
-func newBoundedLoad(p Params) (policy, error) {
-	if err := p.check("bound"); err != nil {
-		return nil, err
-	}
-	b, err := p.float("bound", 1.25, 1, 100)
-	if err != nil {
-		return nil, err
-	}
-	return &boundedLoad{bound: b}, nil
+func init() {
+	register("consistent-hash-bounded-load", func() configurable { return &boundedLoad{Bound: 1.25} })
 }
+
+func (b *boundedLoad) Validate() error { return inRange("bound", b.Bound, 1, 100) }
 
 func (b *boundedLoad) pick(v *view, r *Request, cands []int32) (choice, error) {
 	if v.nready == 0 || len(cands) == 0 {
@@ -34,7 +27,7 @@ func (b *boundedLoad) pick(v *view, r *Request, cands []int32) (choice, error) {
 			total += in.requests()
 		}
 	}
-	limit := int(math.Ceil(b.bound * float64(total) / float64(v.nready)))
+	limit := int(math.Ceil(b.Bound * float64(total) / float64(v.nready)))
 	ring := &v.rings.rings[0]
 	n := len(ring.points)
 	key := r.key

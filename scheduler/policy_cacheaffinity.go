@@ -5,20 +5,15 @@ package scheduler
 // is ready. No parameters.
 type cacheAffinity struct{}
 
-func init() { register("cache-affinity", newCacheAffinity) }
+func init() { register("cache-affinity", func() configurable { return &cacheAffinity{} }) }
 
-func newCacheAffinity(p Params) (policy, error) {
-	if err := p.check(); err != nil {
-		return nil, err
-	}
-	return cacheAffinity{}, nil
-}
+func (*cacheAffinity) Validate() error { return nil }
 
-func (cacheAffinity) pick(v *view, r *Request, cands []int32) (choice, error) {
+func (*cacheAffinity) pick(v *view, r *Request, cands []int32) (choice, error) {
 	if len(cands) == 0 {
 		return choice{}, ErrNoEndpoint
 	}
 	return choice{inst: cands[0], fallback: -1, reason: ReasonPolicy}, nil
 }
 
-var _ policy = cacheAffinity{}
+var _ policy = (*cacheAffinity)(nil)

@@ -1,6 +1,9 @@
 package scheduler
 
-import "math"
+import (
+	"cmp"
+	"math"
+)
 
 // DualMap's choice inside the candidate set (paper §3.2; the set is a pair
 // with Config.Candidates = 2). Cache reuse is the default: the candidate
@@ -15,60 +18,46 @@ import "math"
 //
 // Parameters (defaults chosen by the simulator search in
 // docs/evaluation.md; the paper's literal settings in brackets):
-//   - headroom (default 2.0 [0.5 in the authors' code], in (0, 8]): multiple
+//   - headroom (default 2.0 [0.5 in the authors' code], in [0.01, 8]): multiple
 //     of the SLO the cache choice's estimate may reach before load wins.
 //     The estimate ignores the cache-first queue order that lets a cache-rich
 //     request overtake, so it runs pessimistic and values above 1 pay off.
 //   - hopeless: cache (default) | load [load].
-//   - tie (default 0.1 [0]): cached prefixes within this fraction of the
-//     prompt of the longest count as equal, so a short shared system
-//     prompt does not pull every request to the instances holding it.
+//   - tie (default 0.1 [0], in [0, 1]): cached prefixes within this
+//     fraction of the prompt of the longest count as equal, so a short
+//     shared system prompt does not pull every request to the instances
+//     holding it.
 //   - overflow: none (default) [none] | global.
 //   - choice: slo (default) | cache | load | min-ttft. The last three are
 //     the paper's ablations: cache only, load only, min-TTFT inside the set.
 //   - rebalance (default true): let the hotspot rebalancer migrate queued
 //     requests to another candidate.
 type dualMap struct {
-	headroom float64
-	overflow bool
-	choice   string
-	rebal    bool
-	hopeless string
-	tie      float64
+	Headroom  float64 `param:"headroom"`
+	Hopeless  string  `param:"hopeless"`
+	Tie       float64 `param:"tie"`
+	Overflow  string  `param:"overflow"`
+	Choice    string  `param:"choice"`
+	Rebalance bool    `param:"rebalance"`
 }
 
-func init() { register("dualmap", newDualMap) }
-
-func newDualMap(p Params) (policy, error) {
-	if err := p.check("headroom", "overflow", "choice", "rebalance", "hopeless", "tie"); err != nil {
-		return nil, err
-	}
-	d := &dualMap{}
-	var err error
-	if d.headroom, err = p.float("headroom", 2.0, 0.01, 8); err != nil {
-		return nil, err
-	}
-	ov, err := p.str("overflow", "none", "none", "global")
-	if err != nil {
-		return nil, err
-	}
-	d.overflow = ov == "global"
-	if d.choice, err = p.str("choice", "slo", "slo", "cache", "load", "min-ttft"); err != nil {
-		return nil, err
-	}
-	if d.rebal, err = p.boolean("rebalance", true); err != nil {
-		return nil, err
-	}
-	if d.hopeless, err = p.str("hopeless", "cache", "cache", "load"); err != nil {
-		return nil, err
-	}
-	if d.tie, err = p.float("tie", 0.1, 0, 1); err != nil {
-		return nil, err
-	}
-	return d, nil
+func init() {
+	register("dualmap", func() configurable {
+		return &dualMap{Headroom: 2.0, Hopeless: "cache", Tie: 0.1, Overflow: "none", Choice: "slo", Rebalance: true}
+	})
 }
 
-func (d *dualMap) rebalance() bool { return d.rebal }
+func (d *dualMap) Validate() error {
+	return cmp.Or(
+		inRange("headroom", d.Headroom, 0.01, 8),
+		oneOf("hopeless", d.Hopeless, "cache", "load"),
+		inRange("tie", d.Tie, 0, 1),
+		oneOf("overflow", d.Overflow, "none", "global"),
+		oneOf("choice", d.Choice, "slo", "cache", "load", "min-ttft"),
+	)
+}
+
+func (d *dualMap) rebalance() bool { return d.Rebalance }
 
 func (d *dualMap) pick(v *view, r *Request, cands []int32) (choice, error) {
 	if len(cands) == 0 {
@@ -85,7 +74,7 @@ func (d *dualMap) pick(v *view, r *Request, cands []int32) (choice, error) {
 	// Cached prefixes within tie x prompt of the longest count as equal:
 	// a shared system prompt of a few hundred tokens is not worth a
 	// hotspot. Among the longest, the lowest estimate.
-	floor := maxCached - int(d.tie*float64(r.Tokens))
+	floor := maxCached - int(d.Tie*float64(r.Tokens))
 	byCache, byTTFT, byLoad := -1, 0, 0
 	allEqual := true
 	for k, c := range cands {
@@ -107,25 +96,25 @@ func (d *dualMap) pick(v *view, r *Request, cands []int32) (choice, error) {
 	switch {
 	case len(cands) == 1:
 		reason = ReasonOnly
-	case d.choice == "cache":
+	case d.Choice == "cache":
 		if allEqual {
 			reason = ReasonTie
 		}
-	case d.choice == "load":
+	case d.Choice == "load":
 		pick, reason = byLoad, ReasonLoad
-	case d.choice == "min-ttft":
+	case d.Choice == "min-ttft":
 		pick, reason = byTTFT, ReasonLoad
 	case allEqual:
 		pick, reason = byTTFT, ReasonTie
-	case est[byCache] > d.headroom*v.slo:
+	case est[byCache] > d.Headroom*v.slo:
 		pick, reason = byTTFT, ReasonLoad
-		if d.hopeless == "cache" && est[byTTFT] > v.slo {
+		if d.Hopeless == "cache" && est[byTTFT] > v.slo {
 			// No candidate meets the SLO: moving the request gains it
 			// nothing, so it goes where it costs the least work.
 			pick, reason = byCache, ReasonCache
 		}
 	}
-	if d.overflow && est[pick] > v.slo && est[byTTFT] > v.slo {
+	if d.Overflow == "global" && est[pick] > v.slo && est[byTTFT] > v.slo {
 		if g, t := v.minTTFT(r); g >= 0 && t < est[byTTFT] {
 			return choice{inst: g, fallback: cands[pick], reason: ReasonOverflow}, nil
 		}

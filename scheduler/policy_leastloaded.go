@@ -6,16 +6,11 @@ package scheduler
 // No parameters.
 type leastLoaded struct{}
 
-func init() { register("least-loaded", newLeastLoaded) }
+func init() { register("least-loaded", func() configurable { return &leastLoaded{} }) }
 
-func newLeastLoaded(p Params) (policy, error) {
-	if err := p.check(); err != nil {
-		return nil, err
-	}
-	return leastLoaded{}, nil
-}
+func (*leastLoaded) Validate() error { return nil }
 
-func (leastLoaded) pick(v *view, r *Request, cands []int32) (choice, error) {
+func (*leastLoaded) pick(v *view, r *Request, cands []int32) (choice, error) {
 	best := int32(-1)
 	for i, in := range v.members {
 		if !v.ready[i] {
@@ -36,4 +31,4 @@ func (leastLoaded) pick(v *view, r *Request, cands []int32) (choice, error) {
 	return choice{inst: best, fallback: -1, reason: ReasonPolicy}, nil
 }
 
-var _ policy = leastLoaded{}
+var _ policy = (*leastLoaded)(nil)

@@ -6,16 +6,11 @@ package scheduler
 // instance when its view is stale. No parameters.
 type minTTFT struct{}
 
-func init() { register("min-ttft", newMinTTFT) }
+func init() { register("min-ttft", func() configurable { return &minTTFT{} }) }
 
-func newMinTTFT(p Params) (policy, error) {
-	if err := p.check(); err != nil {
-		return nil, err
-	}
-	return minTTFT{}, nil
-}
+func (*minTTFT) Validate() error { return nil }
 
-func (minTTFT) pick(v *view, r *Request, cands []int32) (choice, error) {
+func (*minTTFT) pick(v *view, r *Request, cands []int32) (choice, error) {
 	best, _ := v.minTTFT(r)
 	if best < 0 {
 		return choice{}, ErrNoEndpoint
@@ -23,4 +18,4 @@ func (minTTFT) pick(v *view, r *Request, cands []int32) (choice, error) {
 	return choice{inst: best, fallback: -1, reason: ReasonPolicy}, nil
 }
 
-var _ policy = minTTFT{}
+var _ policy = (*minTTFT)(nil)

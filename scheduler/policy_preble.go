@@ -1,42 +1,37 @@
 package scheduler
 
-import "math"
+import (
+	"cmp"
+	"math"
+)
 
 // Preble's E2 scheduler (Srivatsa et al., "Preble: Efficient Distributed
 // Prompt Scheduling for LLM Serving", ICLR 2025), as far as a router without
 // engine internals can follow it:
-//   - exploit: when some instances hold more than `exploit` (default 0.5)
-//     of the prompt, choose among them;
+//   - exploit: when some instances hold more than `exploit` of the prompt,
+//     choose among them;
 //   - explore: otherwise choose among all ready instances;
 //   - either way by load cost = the instance's recent prefill load (uncached
 //     tokens dispatched to it, decayed with a 3-minute time constant, standing
 //     in for Preble's 3-minute history window) plus this request's uncached
 //     tokens there;
 //   - rebalance: when the chosen instance's load cost exceeds `imbalance`
-//     (default 1.5) times the lowest in the pool, the lowest takes it.
+//     times the lowest in the pool, the lowest takes it.
 type preble struct {
-	exploit   float64
-	imbalance float64
+	Exploit   float64 `param:"exploit"`   // default 0.5, in [0, 1]
+	Imbalance float64 `param:"imbalance"` // default 1.5, in [1, 100]
 }
 
 // prebleWindow is the time constant of the recent-load signal.
 const prebleWindow = 180e9 // 3 minutes in nanoseconds
 
-func init() { register("preble", newPreble) }
+func init() { register("preble", func() configurable { return &preble{Exploit: 0.5, Imbalance: 1.5} }) }
 
-func newPreble(p Params) (policy, error) {
-	if err := p.check("exploit", "imbalance"); err != nil {
-		return nil, err
-	}
-	pr := &preble{}
-	var err error
-	if pr.exploit, err = p.float("exploit", 0.5, 0, 1); err != nil {
-		return nil, err
-	}
-	if pr.imbalance, err = p.float("imbalance", 1.5, 1, 100); err != nil {
-		return nil, err
-	}
-	return pr, nil
+func (p *preble) Validate() error {
+	return cmp.Or(
+		inRange("exploit", p.Exploit, 0, 1),
+		inRange("imbalance", p.Imbalance, 1, 100),
+	)
 }
 
 func (p *preble) pick(v *view, r *Request, cands []int32) (choice, error) {
@@ -46,7 +41,7 @@ func (p *preble) pick(v *view, r *Request, cands []int32) (choice, error) {
 			maxCached = max(maxCached, v.cached(int32(i), r))
 		}
 	}
-	exploit := float64(maxCached) > p.exploit*float64(r.Tokens)
+	exploit := float64(maxCached) > p.Exploit*float64(r.Tokens)
 	best, bestCost := int32(-1), math.Inf(1)
 	least, leastCost := int32(-1), math.Inf(1)
 	for i, in := range v.members {
@@ -58,7 +53,7 @@ func (p *preble) pick(v *view, r *Request, cands []int32) (choice, error) {
 		if cost < leastCost {
 			least, leastCost = int32(i), cost
 		}
-		if exploit && float64(c) <= p.exploit*float64(r.Tokens) {
+		if exploit && float64(c) <= p.Exploit*float64(r.Tokens) {
 			continue
 		}
 		if cost < bestCost {
@@ -68,7 +63,7 @@ func (p *preble) pick(v *view, r *Request, cands []int32) (choice, error) {
 	if best < 0 {
 		return choice{}, ErrNoEndpoint
 	}
-	if bestCost > p.imbalance*leastCost {
+	if bestCost > p.Imbalance*leastCost {
 		return choice{inst: least, fallback: best, reason: ReasonLoad}, nil
 	}
 	if exploit {

@@ -8,14 +8,9 @@ type roundRobin struct {
 	next atomic.Uint64
 }
 
-func init() { register("round-robin", newRoundRobin) }
+func init() { register("round-robin", func() configurable { return &roundRobin{} }) }
 
-func newRoundRobin(p Params) (policy, error) {
-	if err := p.check(); err != nil {
-		return nil, err
-	}
-	return &roundRobin{}, nil
-}
+func (*roundRobin) Validate() error { return nil }
 
 func (rr *roundRobin) pick(v *view, r *Request, cands []int32) (choice, error) {
 	if v.nready == 0 {
