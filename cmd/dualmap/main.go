@@ -78,13 +78,6 @@ func usage(w io.Writer, cmds map[string]command) {
 	}
 }
 
-// notYet is the body of a subcommand that is planned but not built.
-func notYet(name, what string) func([]string, io.Writer, io.Writer) error {
-	return func([]string, io.Writer, io.Writer) error {
-		return fmt.Errorf("not implemented yet: %s is not built in this version", what)
-	}
-}
-
 func runVersion(args []string, stdout, _ io.Writer) error {
 	if len(args) != 0 {
 		return fmt.Errorf("%w: version takes no arguments", errUsage)
