@@ -49,14 +49,8 @@ func Load(path string) (Config, error) {
 	return c, nil
 }
 
-// Environment overrides, applied after the file and before defaults.
-var envKeys = []string{
-	"DUALMAP_LISTEN_GRPC", "DUALMAP_LISTEN_ADMIN", "DUALMAP_LOG_LEVEL", "DUALMAP_STATE_BACKEND",
-}
-
-// EnvKeys lists the environment variables that override the file.
-func EnvKeys() []string { return slices.Clone(envKeys) }
-
+// applyEnv applies the environment overrides, after the file and before
+// defaults.
 func applyEnv(c *Config, env func(string) string) error {
 	if env == nil {
 		return nil

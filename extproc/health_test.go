@@ -1,0 +1,13 @@
+package extproc
+
+import "github.com/dualmap/dualmap/scheduler"
+
+// setHealthy marks instance id of pool p up or down at once, as the health
+// checks would, for tests that need a pool without healthy instances.
+func (s *Server) setHealthy(p *pool, id string, ok bool) {
+	s.background(func(out *scheduler.Outcome) {
+		if err := p.sched.SetHealthy(id, ok, out); err != nil {
+			s.log.Debug("health change for an instance no longer in the pool", "pool", p.name, "instance", id)
+		}
+	})
+}
