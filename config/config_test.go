@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dualmap/dualmap/scheduler"
 )
 
 const minimal = `
@@ -24,6 +26,19 @@ func TestParseMinimalGetsDefaults(t *testing.T) {
 	if c.Listen.GRPC != ":9002" || c.Listen.Admin != ":9090" || p.Name != "default" || p.Models[0] != "*" ||
 		p.BlockSize != 16 || p.Policy.Name != "dualmap" || c.SLO.Default != 5*time.Second || c.Routing.Mode != ModeOverrideHost {
 		t.Errorf("Parse(minimal) = %+v, want defaults", c)
+	}
+}
+
+func TestSchedulerSettingsDefaultToTheSchedulers(t *testing.T) {
+	c, err := Parse([]byte(minimal), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := c.SchedulerConfig(c.Pools[0]), scheduler.DefaultConfig()
+	if got.Policy != want.Policy || got.SLO != want.SLO || got.Candidates != want.Candidates ||
+		got.CacheTokens != want.CacheTokens || got.Cost.PerToken != want.Cost.PerToken ||
+		got.Queue.Order != want.Queue.Order || got.Queue.Late != want.Queue.Late || got.Queue.IdleRunning != want.Queue.IdleRunning {
+		t.Errorf("SchedulerConfig(defaults) = %+v, want the scheduler's defaults %+v", got, want)
 	}
 }
 

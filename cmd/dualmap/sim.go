@@ -34,7 +34,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	var (
 		tracePath  = fs.String("trace", "", "trace file (Mooncake JSONL or --format generic)")
 		format     = fs.String("format", "mooncake", "trace format: mooncake | generic")
-		blockSize  = fs.Int("block-size", 512, "tokens per hash block of the trace")
+		blockSize  = fs.Int("block-size", trace.DefaultBlockSize, "tokens per hash block of the trace")
 		timeUnit   = fs.String("time-unit", "ms", "generic format: timestamp unit s | ms | us | ns")
 		chainIDs   = fs.Bool("chain-ids", false, "generic format: hash ids are per-block content ids; chain them")
 		skipBad    = fs.Bool("skip-malformed", false, "skip malformed trace lines (counted) instead of failing")
@@ -51,7 +51,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		profile    = fs.String("profile", "qwen2.5-7b-910b4", "engine profile: a built-in name or a JSON file ("+strings.Join(engine.Profiles(), ", ")+")")
 		policies   = fs.String("policies", strings.Join(append(scheduler.Policies(), sim.PaperPreset), ","), "policy variants: name or name(key=value,...); "+sim.PaperPreset+" is DualMap with the paper's settings")
 		queues     = fs.String("queue", "router,paper", "queue modes: router | engine | paper (comma-separated)")
-		slo        = fs.Duration("slo", 5*time.Second, "TTFT SLO")
+		slo        = fs.Duration("slo", scheduler.DefaultConfig().SLO, "TTFT SLO")
 		budget     = fs.Int("budget", sim.DefaultBudget, "router-queue admission budget, pending prefill tokens per instance")
 		replicas   = fs.Int("replicas", 1, "router replicas")
 		syncEvery  = fs.Duration("sync-interval", 500*time.Millisecond, "replicas: how often they exchange load, cache and key-depth state (0: never)")
