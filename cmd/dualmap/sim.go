@@ -14,6 +14,7 @@ import (
 	"github.com/dualmap/dualmap/scheduler"
 	"github.com/dualmap/dualmap/sim"
 	"github.com/dualmap/dualmap/sim/engine"
+	"github.com/dualmap/dualmap/sim/plots"
 	"github.com/dualmap/dualmap/sim/trace"
 )
 
@@ -156,7 +157,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *plotsDir != "" {
-		if err := sim.WritePlots(*plotsDir, rep); err != nil {
+		if err := plots.Write(*plotsDir, rep); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "\ncharts written to %s\n", *plotsDir)
