@@ -37,6 +37,13 @@ func TestRun(t *testing.T) {
 	}
 }
 
+func TestServeNeedsConfig(t *testing.T) {
+	var out, errOut strings.Builder
+	if code := run([]string{"serve"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "--config FILE is required") {
+		t.Errorf("serve without config = %d %q", code, errOut.String())
+	}
+}
+
 func TestConfigCommand(t *testing.T) {
 	tests := []struct {
 		name     string

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dualmap/dualmap/cmd/dualmap/internal/cli"
 	"github.com/dualmap/dualmap/scheduler"
 	"github.com/dualmap/dualmap/sim"
 	"github.com/dualmap/dualmap/sim/engine"
@@ -65,7 +66,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		workers    = fs.Int("workers", 0, "parallel runs (0: one per core)")
 		quiet      = fs.Bool("quiet", false, "no progress bar")
 	)
-	if help, err := parseFlags(fs, args); help || err != nil {
+	if help, err := cli.ParseFlags(fs, args); help || err != nil {
 		return err
 	}
 	tr, err := loadTrace(*tracePath, *generate, trace.Options{
@@ -94,22 +95,22 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	}
 	prof, err := engine.LoadProfile(*profile)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
 	specs, err := parseSpecs(*policies)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
 	qps, err := parseFloats(*qpsFlag)
 	if err != nil {
-		return fmt.Errorf("%w: --qps: %v", errUsage, err)
+		return fmt.Errorf("%w: --qps: %v", cli.ErrUsage, err)
 	}
 	scale, err := parseScale(*scaleFlag)
 	if err != nil {
-		return fmt.Errorf("%w: --scale: %v", errUsage, err)
+		return fmt.Errorf("%w: --scale: %v", cli.ErrUsage, err)
 	}
 	if *seeds < 1 {
-		return fmt.Errorf("%w: --seeds must be >= 1", errUsage)
+		return fmt.Errorf("%w: --seeds must be >= 1", cli.ErrUsage)
 	}
 	sw := &sim.Sweep{
 		Trace:     tr,
@@ -129,7 +130,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		sw.Base.Warmup = -1
 	}
 	if *maxRunning < 0 {
-		return fmt.Errorf("%w: --max-running must be >= 0, got %d", errUsage, *maxRunning)
+		return fmt.Errorf("%w: --max-running must be >= 0, got %d", cli.ErrUsage, *maxRunning)
 	}
 	sw.Base.Scheduler.Queue.MaxRunning = *maxRunning
 	for i := 1; i <= *seeds; i++ {
@@ -168,15 +169,15 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 func loadTrace(path, generate string, opt trace.Options) (*trace.Trace, error) {
 	switch {
 	case path != "" && generate != "":
-		return nil, fmt.Errorf("%w: give --trace or --generate, not both", errUsage)
+		return nil, fmt.Errorf("%w: give --trace or --generate, not both", cli.ErrUsage)
 	case generate != "":
 		cfg, err := parseGenConfig(generate)
 		if err != nil {
-			return nil, fmt.Errorf("%w: --generate: %v", errUsage, err)
+			return nil, fmt.Errorf("%w: --generate: %v", cli.ErrUsage, err)
 		}
 		return trace.Generate(cfg)
 	case path == "":
-		return nil, fmt.Errorf("%w: --trace FILE or --generate is required", errUsage)
+		return nil, fmt.Errorf("%w: --trace FILE or --generate is required", cli.ErrUsage)
 	}
 	return trace.ReadFile(path, opt)
 }
