@@ -1,8 +1,9 @@
 // Package config is the router's configuration: one YAML file decoded into
-// plain structs, with defaults written once (Default), strict validation
-// whose errors name the offending key, and environment overrides for
-// secrets. It is for `dualmap serve` and `dualmap config`; it holds no
-// running state.
+// plain structs, with defaults written once (WithDefaults; those of the
+// settings a pool hands to its scheduler come from scheduler.DefaultConfig),
+// strict validation whose errors name the offending key, and environment
+// overrides for secrets. It is for `dualmap serve` and `dualmap config`; it
+// holds no running state.
 package config
 
 import (
