@@ -1,8 +1,9 @@
 // Package config is the router's configuration: one YAML file decoded into
-// plain structs, with defaults written once (Default), strict validation
-// whose errors name the offending key, and environment overrides for
-// secrets. It is for `dualmap serve` and `dualmap config`; it holds no
-// running state.
+// plain structs, with defaults written once (WithDefaults; those of the
+// settings a pool hands to its scheduler come from scheduler.DefaultConfig),
+// strict validation whose errors name the offending key, and environment
+// overrides for secrets. It is for `dualmap serve` and `dualmap config`; it
+// holds no running state.
 package config
 
 import (
@@ -43,12 +44,13 @@ type Pool struct {
 	BlockSize int    `yaml:"block_size"` // tokens per hash block (default 16)
 	Policy    Policy `yaml:"policy"`
 	// CacheTokens is each instance's KV-cache capacity in tokens unless the
-	// instance says otherwise (default 1,200,000).
+	// instance says otherwise (default the scheduler's, 1,200,000).
 	CacheTokens int `yaml:"cache_tokens"`
 	// PerTokenSeconds is the prior prefill cost per token, refined online
-	// (default 0.00016).
+	// (default the scheduler's, 0.00016).
 	PerTokenSeconds float64 `yaml:"per_token_seconds"`
-	// Candidates is the number of hash rings (default 3).
+	// Candidates is the number of hash rings, 1 to 4 (default the
+	// scheduler's, 4).
 	Candidates int `yaml:"candidates"`
 	// Metrics polls each instance's Prometheus endpoint as a second load
 	// signal (vLLM's and SGLang's queue gauges).
@@ -78,13 +80,13 @@ type DNS struct {
 
 // Policy selects the routing policy and its parameters.
 type Policy struct {
-	Name   string           `yaml:"name"` // default "dualmap"
+	Name   string           `yaml:"name"` // default the scheduler's, "dualmap"
 	Params scheduler.Params `yaml:"params"`
 }
 
 // SLO are the TTFT objectives.
 type SLO struct {
-	Default time.Duration `yaml:"default"` // default 5s
+	Default time.Duration `yaml:"default"` // default the scheduler's, 5s
 	// Classes name objectives a request can ask for with the SLO header
 	// (e.g. interactive: 2s, batch: 60s).
 	Classes map[string]time.Duration `yaml:"classes"`

@@ -30,6 +30,19 @@ func TestParseMinimalGetsDefaults(t *testing.T) {
 	}
 }
 
+func TestSchedulerSettingsDefaultToTheSchedulers(t *testing.T) {
+	c, err := Parse([]byte(minimal), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := c.SchedulerConfig(c.Pools[0]), scheduler.DefaultConfig()
+	if got.Policy != want.Policy || got.SLO != want.SLO || got.Candidates != want.Candidates ||
+		got.CacheTokens != want.CacheTokens || got.Cost.PerToken != want.Cost.PerToken ||
+		got.Queue.Order != want.Queue.Order || got.Queue.Late != want.Queue.Late || got.Queue.IdleRunning != want.Queue.IdleRunning {
+		t.Errorf("SchedulerConfig(defaults) = %+v, want the scheduler's defaults %+v", got, want)
+	}
+}
+
 func TestLimitsReachTheScheduler(t *testing.T) {
 	c, err := Parse([]byte(minimal+"limits: {queue_order: cache, late_requests: reject, late_idle_running: 4, max_running: 256}\n"), nil)
 	if err != nil {
@@ -63,8 +76,8 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"hostname", "pools:\n  - instances: [{address: vllm:8000}]\n", "pools[0].instances[0].address"},
 		{"duplicate address", "pools:\n  - instances: [{address: 10.0.0.1:80}, {address: 10.0.0.1:80}]\n", "duplicate address"},
 		{"bad port", "pools:\n  - instances: [{address: '10.0.0.1:99999'}]\n", "bad port"},
-		{"unknown policy", "pools:\n  - instances: [{address: 10.0.0.1:80}]\n    policy: {name: fastest}\n", `pools[0].policy: unknown policy "fastest"`},
-		{"bad param", "pools:\n  - instances: [{address: 10.0.0.1:80}]\n    policy: {name: dualmap, params: {headroom: -1}}\n", "headroom"},
+		{"unknown policy", "pools:\n  - instances: [{address: 10.0.0.1:80}]\n    policy: {name: fastest}\n", `pools[0].policy.name: unknown policy "fastest"`},
+		{"bad param", "pools:\n  - instances: [{address: 10.0.0.1:80}]\n    policy: {name: dualmap, params: {headroom: -1}}\n", "pools[0].policy.params.headroom"},
 		{"dup model", "pools:\n  - {name: a, models: [m], instances: [{address: 10.0.0.1:80}]}\n  - {name: b, models: [m], instances: [{address: 10.0.0.2:80}]}\n", "also served by pool"},
 		{"dup pool", "pools:\n  - {name: a, models: [x], instances: [{address: 10.0.0.1:80}]}\n  - {name: a, models: [y], instances: [{address: 10.0.0.2:80}]}\n", "duplicate pool name"},
 		{"mode", minimal + "routing: {mode: magic}\n", "routing.mode"},
@@ -86,6 +99,60 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 				t.Errorf("Parse() error = %v, want ErrInvalid mentioning %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestSchedulerErrorsNameTheKey gives a bad value to every key that reaches
+// a pool's scheduler (and to the instance fields that reach
+// scheduler.Instance); the error must name that key, not the policy's.
+func TestSchedulerErrorsNameTheKey(t *testing.T) {
+	const pool = "pools:\n  - instances: [{address: 10.0.0.1:80}]\n"
+	tests := []struct {
+		name, yaml, key string
+	}{
+		{"slo", pool + "slo: {default: -1s}\n", "slo.default"},
+		{"max queue wait", pool + "limits: {max_queue_wait: -1s}\n", "limits.max_queue_wait"},
+		{"queue order", pool + "limits: {queue_order: fifo}\n", "limits.queue_order"},
+		{"late requests", pool + "limits: {late_requests: drop}\n", "limits.late_requests"},
+		{"late idle running", pool + "limits: {late_idle_running: -1}\n", "limits.late_idle_running"},
+		{"max running", pool + "limits: {max_running: -1}\n", "limits.max_running"},
+		{"block size", pool + "    block_size: -1\n", "pools[0].block_size"},
+		{"too many candidates", pool + "    candidates: 7\n", "pools[0].candidates"},
+		{"negative candidates", pool + "    candidates: -1\n", "pools[0].candidates"},
+		{"cache tokens", pool + "    cache_tokens: -1\n", "pools[0].cache_tokens"},
+		{"per token seconds", pool + "    per_token_seconds: -0.5\n", "pools[0].per_token_seconds"},
+		{"per token seconds NaN", pool + "    per_token_seconds: .nan\n", "pools[0].per_token_seconds"},
+		{"policy name", pool + "    policy: {name: fastest}\n", "pools[0].policy.name"},
+		{"policy param", pool + "    policy: {params: {headroom: -1}}\n", "pools[0].policy.params.headroom"},
+		{"policy param type", pool + "    policy: {params: {rebalance: maybe}}\n", "pools[0].policy.params.rebalance"},
+		{"unknown policy param", pool + "    policy: {params: {tie: 0.2, bogus: 1}}\n", "pools[0].policy.params.bogus"},
+		{"param of another policy", pool + "    policy: {name: preble, params: {exploit: 2}}\n", "pools[0].policy.params.exploit"},
+		{"instance weight", "pools:\n  - instances: [{address: 10.0.0.1:80, weight: -1}]\n", "pools[0].instances[0].weight"},
+		{"instance weight NaN", "pools:\n  - instances: [{address: 10.0.0.1:80, weight: .nan}]\n", "pools[0].instances[0].weight"},
+		{"instance cache tokens", "pools:\n  - instances: [{address: 10.0.0.1:80, cache_tokens: -1}]\n", "pools[0].instances[0].cache_tokens"},
+		{"second pool", pool + "    models: [a]\n  - {name: b, models: [b], candidates: 9, instances: [{address: 10.0.0.2:80}]}\n", "pools[1].candidates"},
+	}
+	covered := map[string]bool{
+		// Any value is valid: a negative budget means no router queue.
+		"limits.queue_budget_tokens": true,
+	}
+	for _, tt := range tests {
+		covered[tt.key] = true
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.yaml), nil)
+			if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), ": "+tt.key+": ") {
+				t.Errorf("Parse() error = %v, want ErrInvalid naming %q", err, tt.key)
+			}
+		})
+	}
+	c, err := Parse([]byte(pool), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range c.schedulerSettings("pools[0]", c.Pools[0]) {
+		if !covered[k.key] {
+			t.Errorf("key %s reaches the scheduler but has no case here", k.key)
+		}
 	}
 }
 

@@ -4,18 +4,28 @@ import (
 	"time"
 
 	"github.com/dualmap/dualmap/scheduler"
+	"github.com/dualmap/dualmap/tokenize"
 )
 
-// Defaults, written once.
+// Defaults, written once. The settings a pool hands to its scheduler
+// (policy, candidates, cache_tokens, per_token_seconds, slo.default and the
+// queue's order, late_requests and late_idle_running) take the scheduler's
+// defaults, scheduler.DefaultConfig; the constants here are the router's
+// own, where it differs from the scheduler or the scheduler has none.
 const (
-	DefaultGRPC         = ":9002"
-	DefaultAdmin        = ":9090"
-	DefaultBlockSize    = 16
-	DefaultCacheTokens  = 1_200_000
-	DefaultPerToken     = 0.00016
-	DefaultCandidates   = 4
+	DefaultGRPC  = ":9002"
+	DefaultAdmin = ":9090"
+	// DefaultBlockSize is vLLM's KV-cache block size: the router hashes
+	// prompts in the engines' blocks (the scheduler's own default, 512
+	// tokens, is the Mooncake traces' block).
+	DefaultBlockSize    = tokenize.DefaultBlockSize
 	DefaultMaxBodyBytes = 4 << 20
-	DefaultQueueBudget  = 20480
+	// DefaultQueueBudget is one engine step's worth of prefill tokens (the
+	// scheduler's own default is no router queue).
+	DefaultQueueBudget = 20480
+	// DefaultMaxQueueWait bounds a wait in the router queue (the
+	// scheduler's own default is no bound).
+	DefaultMaxQueueWait = 30 * time.Second
 	DefaultHeader       = "x-gateway-destination-endpoint"
 	DefaultSLOHeader    = "x-dualmap-slo"
 	ModeOverrideHost    = "override-host"
@@ -24,6 +34,7 @@ const (
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
+	sd := scheduler.DefaultConfig()
 	if c.Listen.GRPC == "" {
 		c.Listen.GRPC = DefaultGRPC
 	}
@@ -42,16 +53,16 @@ func (c Config) WithDefaults() Config {
 			p.BlockSize = DefaultBlockSize
 		}
 		if p.CacheTokens == 0 {
-			p.CacheTokens = DefaultCacheTokens
+			p.CacheTokens = sd.CacheTokens
 		}
 		if p.PerTokenSeconds == 0 {
-			p.PerTokenSeconds = DefaultPerToken
+			p.PerTokenSeconds = sd.Cost.PerToken
 		}
 		if p.Candidates == 0 {
-			p.Candidates = DefaultCandidates
+			p.Candidates = sd.Candidates
 		}
 		if p.Policy.Name == "" {
-			p.Policy.Name = "dualmap"
+			p.Policy.Name = sd.Policy
 		}
 		if p.Metrics.Path == "" {
 			p.Metrics.Path = "/metrics"
@@ -68,7 +79,7 @@ func (c Config) WithDefaults() Config {
 	}
 	c.Pools = pools
 	if c.SLO.Default == 0 {
-		c.SLO.Default = 5 * time.Second
+		c.SLO.Default = sd.SLO
 	}
 	if c.Limits.MaxBodyBytes == 0 {
 		c.Limits.MaxBodyBytes = DefaultMaxBodyBytes
@@ -77,16 +88,16 @@ func (c Config) WithDefaults() Config {
 		c.Limits.QueueBudgetTokens = DefaultQueueBudget
 	}
 	if c.Limits.MaxQueueWait == 0 {
-		c.Limits.MaxQueueWait = 30 * time.Second
+		c.Limits.MaxQueueWait = DefaultMaxQueueWait
 	}
 	if c.Limits.QueueOrder == "" {
-		c.Limits.QueueOrder = scheduler.OrderDeadline
+		c.Limits.QueueOrder = sd.Queue.Order
 	}
 	if c.Limits.LateRequests == "" {
-		c.Limits.LateRequests = scheduler.LateIdle
+		c.Limits.LateRequests = sd.Queue.Late
 	}
 	if c.Limits.LateIdleRunning == 0 {
-		c.Limits.LateIdleRunning = 8
+		c.Limits.LateIdleRunning = sd.Queue.IdleRunning
 	}
 	if c.Routing.Header == "" {
 		c.Routing.Header = DefaultHeader

@@ -3,6 +3,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -49,14 +51,8 @@ func Load(path string) (Config, error) {
 	return c, nil
 }
 
-// Environment overrides, applied after the file and before defaults.
-var envKeys = []string{
-	"DUALMAP_LISTEN_GRPC", "DUALMAP_LISTEN_ADMIN", "DUALMAP_LOG_LEVEL", "DUALMAP_STATE_BACKEND",
-}
-
-// EnvKeys lists the environment variables that override the file.
-func EnvKeys() []string { return slices.Clone(envKeys) }
-
+// applyEnv applies the environment overrides, after the file and before
+// defaults.
 func applyEnv(c *Config, env func(string) string) error {
 	if env == nil {
 		return nil
@@ -89,19 +85,6 @@ func (c Config) Validate() error {
 	if len(c.Pools) == 0 {
 		return invalid("pools", "at least one pool is required")
 	}
-	// Checked before the pools, whose scheduler configurations include them.
-	if o := c.Limits.QueueOrder; o != scheduler.OrderDeadline && o != scheduler.OrderCache {
-		return invalid("limits.queue_order", "%q is not deadline or cache", o)
-	}
-	if l := c.Limits.LateRequests; !slices.Contains([]string{scheduler.LateIdle, scheduler.LateServe, scheduler.LateReject}, l) {
-		return invalid("limits.late_requests", "%q is not idle, serve or reject", l)
-	}
-	if c.Limits.LateIdleRunning < 0 {
-		return invalid("limits.late_idle_running", "must be >= 0, got %d", c.Limits.LateIdleRunning)
-	}
-	if c.Limits.MaxRunning < 0 {
-		return invalid("limits.max_running", "must be >= 0, got %d", c.Limits.MaxRunning)
-	}
 	names := map[string]bool{}
 	models := map[string]string{}
 	for i, p := range c.Pools {
@@ -132,8 +115,8 @@ func (c Config) Validate() error {
 				return invalid(ip+".address", "duplicate address %q", in.Address)
 			}
 			seen[in.Address] = true
-			if in.Weight < 0 {
-				return invalid(ip+".weight", "must be >= 0, got %g", in.Weight)
+			if !(in.Weight >= 0) || math.IsInf(in.Weight, 1) { // as scheduler.Instance
+				return invalid(ip+".weight", "must be a finite number >= 0, got %g", in.Weight)
 			}
 			if in.CacheTokens < 0 {
 				return invalid(ip+".cache_tokens", "must be >= 0, got %d", in.CacheTokens)
@@ -149,29 +132,17 @@ func (c Config) Validate() error {
 				return invalid(at+".dns.interval", "must be >= 1s, got %v", d.Interval)
 			}
 		}
-		if p.BlockSize < 1 {
-			return invalid(at+".block_size", "must be >= 1, got %d", p.BlockSize)
-		}
-		if p.CacheTokens < 0 {
-			return invalid(at+".cache_tokens", "must be >= 0, got %d", p.CacheTokens)
-		}
 		if p.Metrics.Interval < 100*time.Millisecond || !strings.HasPrefix(p.Metrics.Path, "/") {
 			return invalid(at+".metrics", "interval must be >= 100ms and path start with /, got %v %q", p.Metrics.Interval, p.Metrics.Path)
-		}
-		if p.PerTokenSeconds <= 0 {
-			return invalid(at+".per_token_seconds", "must be > 0, got %g", p.PerTokenSeconds)
 		}
 		if p.Tokenizer != "" {
 			if _, err := os.Stat(p.Tokenizer); err != nil {
 				return invalid(at+".tokenizer", "%v", err)
 			}
 		}
-		if _, err := scheduler.New(c.SchedulerConfig(p), nil); err != nil {
-			return invalid(at+".policy", "%v", strings.TrimPrefix(err.Error(), "scheduler: "))
+		if err := c.validScheduler(at, p); err != nil {
+			return err
 		}
-	}
-	if c.SLO.Default <= 0 {
-		return invalid("slo.default", "must be > 0, got %v", c.SLO.Default)
 	}
 	for name, d := range c.SLO.Classes {
 		if name == "" || d <= 0 {
@@ -181,8 +152,6 @@ func (c Config) Validate() error {
 	switch {
 	case c.Limits.MaxBodyBytes < 1:
 		return invalid("limits.max_body_bytes", "must be >= 1, got %d", c.Limits.MaxBodyBytes)
-	case c.Limits.MaxQueueWait < 0:
-		return invalid("limits.max_queue_wait", "must be >= 0, got %v", c.Limits.MaxQueueWait)
 	case c.Routing.Mode != ModeOverrideHost && c.Routing.Mode != ModeOriginalDst:
 		return invalid("routing.mode", "%q is not %s or %s", c.Routing.Mode, ModeOverrideHost, ModeOriginalDst)
 	case c.Routing.ResponseBody != "streamed" && c.Routing.ResponseBody != "none":
@@ -211,24 +180,69 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// schedulerSetting is one key of the file that reaches a pool's
+// scheduler.Config, and the field it sets there.
+type schedulerSetting struct {
+	key string // the YAML path
+	set func(*scheduler.Config)
+}
+
+// schedulerSettings lists the keys that pool p, at YAML path at, hands to
+// its scheduler, each with the field it sets: the one place where keys and
+// fields are matched. SchedulerConfig builds the configuration from it and
+// Validate names the key of a value the scheduler rejects. The policy's
+// parameters (policy.params.*) come with the policy's name, apart.
+func (c Config) schedulerSettings(at string, p Pool) []schedulerSetting {
+	return []schedulerSetting{
+		{"slo.default", func(s *scheduler.Config) { s.SLO = c.SLO.Default }},
+		// Negative: no router queue, the scheduler's 0.
+		{"limits.queue_budget_tokens", func(s *scheduler.Config) { s.Queue.Budget = max(c.Limits.QueueBudgetTokens, 0) }},
+		{"limits.max_queue_wait", func(s *scheduler.Config) { s.Queue.MaxWait = c.Limits.MaxQueueWait }},
+		{"limits.queue_order", func(s *scheduler.Config) { s.Queue.Order = c.Limits.QueueOrder }},
+		{"limits.late_requests", func(s *scheduler.Config) { s.Queue.Late = c.Limits.LateRequests }},
+		{"limits.late_idle_running", func(s *scheduler.Config) { s.Queue.IdleRunning = c.Limits.LateIdleRunning }},
+		{"limits.max_running", func(s *scheduler.Config) { s.Queue.MaxRunning = c.Limits.MaxRunning }},
+		{at + ".block_size", func(s *scheduler.Config) { s.BlockSize = p.BlockSize }},
+		{at + ".candidates", func(s *scheduler.Config) { s.Candidates = p.Candidates }},
+		{at + ".cache_tokens", func(s *scheduler.Config) { s.CacheTokens = p.CacheTokens }},
+		{at + ".per_token_seconds", func(s *scheduler.Config) { s.Cost.PerToken = p.PerTokenSeconds }},
+		{at + ".policy.name", func(s *scheduler.Config) { s.Policy = p.Policy.Name }},
+	}
+}
+
 // SchedulerConfig is the scheduler configuration of pool p.
 func (c Config) SchedulerConfig(p Pool) scheduler.Config {
-	budget := c.Limits.QueueBudgetTokens
-	if budget < 0 {
-		budget = 0
+	var s scheduler.Config
+	for _, k := range c.schedulerSettings("", p) {
+		k.set(&s)
 	}
-	return scheduler.Config{
-		Policy:      p.Policy.Name,
-		Params:      p.Policy.Params,
-		SLO:         c.SLO.Default,
-		BlockSize:   p.BlockSize,
-		Candidates:  p.Candidates,
-		CacheTokens: p.CacheTokens,
-		Cost:        scheduler.CostConfig{PerToken: p.PerTokenSeconds},
-		Queue: scheduler.QueueConfig{Budget: budget, MaxWait: c.Limits.MaxQueueWait,
-			Order: c.Limits.QueueOrder, Late: c.Limits.LateRequests, IdleRunning: c.Limits.LateIdleRunning,
-			MaxRunning: c.Limits.MaxRunning},
+	s.Params = p.Policy.Params
+	return s
+}
+
+// validScheduler checks what pool p, at YAML path at, hands to its
+// scheduler with the scheduler's own validation: each key alone (every
+// other field zero, which means its default), then each policy parameter
+// alone with the policy's name, so that an error names the key the user
+// wrote; then the whole, for what only a combination can get wrong.
+func (c Config) validScheduler(at string, p Pool) error {
+	for _, k := range c.schedulerSettings(at, p) {
+		var s scheduler.Config
+		k.set(&s)
+		if err := s.Validate(); err != nil {
+			return invalid(k.key, "%v", err)
+		}
 	}
+	for _, name := range slices.Sorted(maps.Keys(p.Policy.Params)) {
+		s := scheduler.Config{Policy: p.Policy.Name, Params: scheduler.Params{name: p.Policy.Params[name]}}
+		if err := s.Validate(); err != nil {
+			return invalid(at+".policy.params."+name, "%v", err)
+		}
+	}
+	if err := c.SchedulerConfig(p).Validate(); err != nil {
+		return invalid(at, "%v", err)
+	}
+	return nil
 }
 
 // RedisPassword returns the Redis password from the environment variable

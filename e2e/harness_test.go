@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -337,8 +336,4 @@ func (r *redisProc) start() {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func ctxTimeout(d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), d)
 }

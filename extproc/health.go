@@ -18,14 +18,6 @@ import (
 // answering and bring back those that answer again once their backoff
 // has passed.
 
-func (s *Server) setHealthy(p *pool, id string, ok bool) {
-	s.background(func() {
-		if err := p.sched.SetHealthy(id, ok); err != nil {
-			s.log.Debug("health change for an instance no longer in the pool", "pool", p.name, "instance", id)
-		}
-	})
-}
-
 // upstreamFailed records a 5xx or connection failure of instance id. The
 // first failure of an outage takes it out for the backoff; failures of
 // requests already in flight during the outage change nothing; a failure

@@ -123,7 +123,7 @@ func endpointURL(base, endpoint string) (string, error) {
 		return "", fmt.Errorf("URL: %w", err)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("URL %q: want http://host[:port][/path] or https://...", base)
+		return "", fmt.Errorf("URL %q: want http:// or https://host[:port][/path]", base)
 	}
 	path := strings.TrimSuffix(u.Path, "/")
 	if !strings.HasSuffix(path, "/v1") {

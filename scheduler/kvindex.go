@@ -101,14 +101,6 @@ func (kv *kvIndex) pushFront(i int32) {
 // len returns the number of blocks held.
 func (kv *kvIndex) len() int { return len(kv.slot) }
 
-// reset forgets everything (an instance restarted or was removed).
-func (kv *kvIndex) reset() {
-	clear(kv.slot)
-	kv.nodes = kv.nodes[:1]
-	kv.nodes[0] = lruNode{}
-	kv.free = 0
-}
-
 // setCapacity changes the bound, evicting as needed.
 func (kv *kvIndex) setCapacity(blocks int) {
 	kv.capacity = blocks

@@ -87,10 +87,6 @@ func TestKVIndexLRUOrder(t *testing.T) {
 	if kv.len() != 2 || kv.cachedBlocks(b) != 2 {
 		t.Errorf("after re-adding: len=%d b=%d, want 2 2", kv.len(), kv.cachedBlocks(b))
 	}
-	kv.reset()
-	if kv.len() != 0 || kv.cachedBlocks(b) != 0 {
-		t.Errorf("after reset: len=%d", kv.len())
-	}
 }
 
 func TestKVIndexZeroAllocLookup(t *testing.T) {

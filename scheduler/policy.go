@@ -44,7 +44,6 @@ type view struct {
 	blockSize int
 	now       time.Duration
 	slo       float64 // the request's TTFT objective in seconds
-	window    time.Duration
 }
 
 func (v *view) cached(i int32, r *Request) int { return v.members[i].cachedTokens(r, v.blockSize) }

@@ -207,6 +207,7 @@ func TestPolicyParamStrings(t *testing.T) {
 func TestParamFields(t *testing.T) {
 	type tagged struct {
 		A float64 `param:"a"`
+		//lint:ignore U1000 an unexported field is working state the decoder must skip
 		b int
 	}
 	tests := []struct {

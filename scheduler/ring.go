@@ -90,28 +90,6 @@ func (r *ring) lookup(key uint64) int {
 	return int(r.points[r.first(key)].member)
 }
 
-// walk visits members clockwise from key's position, starting with the
-// owner, until visit returns true or every point was seen. It returns the
-// member visit accepted, or -1.
-func (r *ring) walk(key uint64, accept func(member int) bool) int {
-	n := len(r.points)
-	if n == 0 {
-		return -1
-	}
-	i := r.first(key)
-	for step := 0; step < n; step++ {
-		m := int(r.points[i].member)
-		if accept(m) {
-			return m
-		}
-		i++
-		if i == n {
-			i = 0
-		}
-	}
-	return -1
-}
-
 // ringSet is the d rings of a membership. Candidate i comes from ring i; on
 // a collision with an earlier candidate, or a member that is not ready,
 // ring i is walked clockwise to the next acceptable member.

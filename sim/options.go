@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dualmap/dualmap/config"
 	"github.com/dualmap/dualmap/scheduler"
 	"github.com/dualmap/dualmap/sim/engine"
 )
@@ -27,7 +28,7 @@ type ScaleStep struct {
 
 // Options configure one simulated run. Zero values mean the defaults noted.
 type Options struct {
-	Policy string           // default "dualmap"
+	Policy string           // default the scheduler's, "dualmap"
 	Params scheduler.Params // the policy's parameters
 	Queue  string           // QueueRouter (default), QueueEngine or QueuePaper
 	// Budget is the router queue's admission budget in pending prefill
@@ -36,7 +37,7 @@ type Options struct {
 	Budget    int
 	Instances int            // default 8
 	Profile   engine.Profile // default the qwen2.5-7b-910b4 profile
-	SLO       time.Duration  // TTFT objective, default 5s
+	SLO       time.Duration  // TTFT objective, default the scheduler's, 5s
 	// Replicas is the number of router replicas (default 1). Each request
 	// goes to a random one; each knows its own dispatches at once. Every
 	// SyncInterval they run serve's coordination rounds (package
@@ -66,13 +67,14 @@ type Options struct {
 	Timeline bool
 }
 
-// DefaultBudget is the default router-queue admission budget: one engine
-// step's worth of prefill tokens.
-const DefaultBudget = 20480
+// DefaultBudget is the default router-queue admission budget, the router's
+// (limits.queue_budget_tokens): one engine step's worth of prefill tokens.
+const DefaultBudget = config.DefaultQueueBudget
 
 func (o Options) withDefaults() (Options, error) {
+	sd := scheduler.DefaultConfig()
 	if o.Policy == "" {
-		o.Policy = "dualmap"
+		o.Policy = sd.Policy
 	}
 	if o.Queue == "" {
 		o.Queue = QueueRouter
@@ -91,7 +93,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Profile = p
 	}
 	if o.SLO == 0 {
-		o.SLO = 5 * time.Second
+		o.SLO = sd.SLO
 	}
 	if o.Replicas == 0 {
 		o.Replicas = 1

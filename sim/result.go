@@ -39,6 +39,10 @@ type Result struct {
 	Timeline []Sample  `json:"-"`
 }
 
+// InstanceName is the name of simulated instance i, the index of
+// Sample.Load.
+func InstanceName(i int) string { return instanceID(i) }
+
 // WindowSeconds is the width of Result.Windows buckets.
 const WindowSeconds = 20
 

@@ -168,7 +168,7 @@ func (sw *Sweep) jobs(qps float64, seeds []uint64) []job {
 
 // allBelow reports whether every variant's mean attainment is below x.
 func allBelow(runs []*Result, x float64) bool {
-	for _, g := range group(runs) {
+	for _, g := range ByVariant(runs) {
 		if meanAttainment(g) >= x {
 			return false
 		}
@@ -226,8 +226,9 @@ func (sw *Sweep) execute(jobs []job, base Options) ([]*Result, error) {
 	return results, nil
 }
 
-// group splits runs by (policy, queue), each group sorted by QPS then seed.
-func group(runs []*Result) [][]*Result {
+// ByVariant splits runs by (policy, queue), in their first appearance's
+// order, each group sorted by QPS then seed.
+func ByVariant(runs []*Result) [][]*Result {
 	var keys []string
 	m := map[string][]*Result{}
 	for _, r := range runs {
@@ -262,8 +263,9 @@ func meanAttainment(runs []*Result) float64 {
 	return s / float64(len(runs))
 }
 
-// points returns a group's mean attainment per QPS, ascending.
-func points(g []*Result) (qps, att []float64) {
+// AttainmentCurve returns a group of ByVariant's mean attainment per QPS,
+// ascending.
+func AttainmentCurve(g []*Result) (qps, att []float64) {
 	for i := 0; i < len(g); {
 		j := i
 		for j < len(g) && g[j].QPS == g[i].QPS {
@@ -282,9 +284,9 @@ func points(g []*Result) (qps, att []float64) {
 // moves the crossing a long way).
 func goodputs(runs []*Result, x float64) []Goodput {
 	var out []Goodput
-	for _, g := range group(runs) {
+	for _, g := range ByVariant(runs) {
 		gp := Goodput{Policy: g[0].Policy, Queue: g[0].Queue}
-		qps, att := points(g)
+		qps, att := AttainmentCurve(g)
 		gp.QPS, gp.Interpolated, gp.Note = crossing(qps, att, x)
 		seeds := map[uint64][]*Result{}
 		for _, r := range g {
@@ -293,7 +295,7 @@ func goodputs(runs []*Result, x float64) []Goodput {
 		if len(seeds) > 1 {
 			sp := &Spread{Min: math.Inf(1), Max: math.Inf(-1)}
 			for _, sg := range seeds {
-				sq, sa := points(sg)
+				sq, sa := AttainmentCurve(sg)
 				q, _, _ := crossing(sq, sa, x)
 				sp.Min, sp.Max = min(sp.Min, q), max(sp.Max, q)
 			}

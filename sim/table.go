@@ -21,7 +21,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 	fmt.Fprintf(w, "\nupper-bound hit rate (infinite single cache, prompt tokens of measured requests): %.1f%%\n", 100*rep.UpperBoundHitRate)
 	fmt.Fprintf(w, "at that hit rate the instances are busy all the time at %.2f QPS with prefill alone, %.2f QPS with decode too\n\n", rep.PrefillBoundQPS, rep.WorkBoundQPS)
 	fmt.Fprintln(tw, "policy\tqueue\tqps\tSLO att.\tTTFT p50\tp90\tp99\tE2E p50\tp90\thit rate\tload CV\tmigr.\tfailed\tunfin.\t")
-	for _, g := range group(rep.Runs) {
+	for _, g := range ByVariant(rep.Runs) {
 		for i := 0; i < len(g); {
 			j := i
 			for j < len(g) && g[j].QPS == g[i].QPS {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/dualmap/dualmap/cmd/dualmap/internal/cli"
 	"github.com/dualmap/dualmap/config"
 )
 
@@ -15,13 +16,13 @@ const configUsage = `usage:
 func runConfig(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, configUsage)
-		return fmt.Errorf("%w: config needs check or defaults", errUsage)
+		return fmt.Errorf("%w: config needs check or defaults", cli.ErrUsage)
 	}
 	switch args[0] {
 	case "check":
 		if len(args) != 2 {
 			fmt.Fprint(stderr, configUsage)
-			return fmt.Errorf("%w: config check takes one FILE", errUsage)
+			return fmt.Errorf("%w: config check takes one FILE", cli.ErrUsage)
 		}
 		c, err := config.Load(args[1])
 		if err != nil {
@@ -42,5 +43,5 @@ func runConfig(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprint(stderr, configUsage)
-	return fmt.Errorf("%w: unknown config command %q", errUsage, args[0])
+	return fmt.Errorf("%w: unknown config command %q", cli.ErrUsage, args[0])
 }

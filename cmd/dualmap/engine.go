@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dualmap/dualmap/cmd/dualmap/internal/cli"
 	"github.com/dualmap/dualmap/sim/engine"
 	"github.com/dualmap/dualmap/sim/httpengine"
 )
@@ -51,15 +52,15 @@ func runEngine(args []string, stdout, stderr io.Writer) error {
 		seed      = fs.Uint64("seed", 1, "seed of the failed-request draws")
 		name      = fs.String("name", "", "instance name in the x-engine-name header and metrics (default: the listen address)")
 	)
-	if help, err := parseFlags(fs, args); help || err != nil {
+	if help, err := cli.ParseFlags(fs, args); help || err != nil {
 		return err
 	}
 	if *listen == "" {
-		return fmt.Errorf("%w: --listen ADDR is required", errUsage)
+		return fmt.Errorf("%w: --listen ADDR is required", cli.ErrUsage)
 	}
 	prof, err := engine.LoadProfile(*profile)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
 	cfg := engineConfig{
 		listen: *listen,
@@ -72,7 +73,7 @@ func runEngine(args []string, stdout, stderr io.Writer) error {
 	}
 	// Flag values New would reject are usage errors; check before listening.
 	if _, err := httpengine.New(cfg.opt); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

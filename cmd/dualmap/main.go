@@ -2,7 +2,10 @@
 // server (serve), a trace-driven cluster simulator (sim), a simulated model
 // server (engine), a trace replayer (replay) and configuration tools (config).
 //
-// This file only dispatches subcommands; each lives in its own file.
+// This file only dispatches subcommands; each lives in its own file, and
+// serve, the router, in its own package (internal/servecmd), whose
+// dependencies leave out what only the other subcommands need (the
+// simulator's charts). What they share is in internal/cli.
 package main
 
 import (
@@ -11,13 +14,13 @@ import (
 	"io"
 	"os"
 	"sort"
+
+	"github.com/dualmap/dualmap/cmd/dualmap/internal/cli"
+	"github.com/dualmap/dualmap/cmd/dualmap/internal/servecmd"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
-
-// errUsage marks a command-line mistake: exit code 2.
-var errUsage = errors.New("usage")
 
 type command struct {
 	summary string
@@ -26,7 +29,7 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"serve":   {"run the Envoy ext_proc routing server", runServe},
+		"serve":   {"run the Envoy ext_proc routing server", servecmd.Run},
 		"sim":     {"run the trace-driven cluster simulator", runSim},
 		"engine":  {"run a simulated OpenAI-compatible model server", runEngine},
 		"replay":  {"replay a trace against an OpenAI-compatible URL", runReplay},
@@ -57,7 +60,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := cmd.run(args[1:], stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "dualmap %s: %v\n", args[0], err)
-		if errors.Is(err, errUsage) {
+		if errors.Is(err, cli.ErrUsage) {
 			return 2
 		}
 		return 1
@@ -78,16 +81,9 @@ func usage(w io.Writer, cmds map[string]command) {
 	}
 }
 
-// notYet is the body of a subcommand that is planned but not built.
-func notYet(name, what string) func([]string, io.Writer, io.Writer) error {
-	return func([]string, io.Writer, io.Writer) error {
-		return fmt.Errorf("not implemented yet: %s is not built in this version", what)
-	}
-}
-
 func runVersion(args []string, stdout, _ io.Writer) error {
 	if len(args) != 0 {
-		return fmt.Errorf("%w: version takes no arguments", errUsage)
+		return fmt.Errorf("%w: version takes no arguments", cli.ErrUsage)
 	}
 	fmt.Fprintf(stdout, "dualmap %s\n", version)
 	return nil

@@ -37,21 +37,10 @@ func TestRun(t *testing.T) {
 	}
 }
 
-// Every planned subcommand that is not built yet must fail loudly rather
-// than pretend to work.
-func TestUnbuiltCommandsFail(t *testing.T) {
-	for name := range commands() {
-		if name == "version" {
-			continue
-		}
-		var out, errOut bytes.Buffer
-		code := run([]string{name}, &out, &errOut)
-		if code == 0 && strings.Contains(errOut.String(), "not implemented") {
-			t.Errorf("run(%s) exited 0 but says not implemented", name)
-		}
-		if strings.Contains(errOut.String(), "not implemented") && code != 1 {
-			t.Errorf("run(%s) = %d, want 1 for an unbuilt command", name, code)
-		}
+func TestServeNeedsConfig(t *testing.T) {
+	var out, errOut strings.Builder
+	if code := run([]string{"serve"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "--config FILE is required") {
+		t.Errorf("serve without config = %d %q", code, errOut.String())
 	}
 }
 

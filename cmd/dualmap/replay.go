@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dualmap/dualmap/cmd/dualmap/internal/cli"
 	"github.com/dualmap/dualmap/replay"
 	"github.com/dualmap/dualmap/sim/trace"
 )
@@ -57,22 +58,22 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 		jsonPath    = fs.String("json", "", `write {"summary":..., "results":[...]} to this file`)
 		quiet       = fs.Bool("quiet", false, "no progress bar")
 	)
-	if help, err := parseFlags(fs, args); help || err != nil {
+	if help, err := cli.ParseFlags(fs, args); help || err != nil {
 		return err
 	}
 	switch {
 	case *tracePath == "":
-		return fmt.Errorf("%w: --trace FILE is required", errUsage)
+		return fmt.Errorf("%w: --trace FILE is required", cli.ErrUsage)
 	case *url == "":
-		return fmt.Errorf("%w: --url URL is required", errUsage)
+		return fmt.Errorf("%w: --url URL is required", cli.ErrUsage)
 	case *requests < 0:
-		return fmt.Errorf("%w: --requests must be >= 0", errUsage)
+		return fmt.Errorf("%w: --requests must be >= 0", cli.ErrUsage)
 	case *blockSize < 1:
-		return fmt.Errorf("%w: --block-size must be >= 1", errUsage)
+		return fmt.Errorf("%w: --block-size must be >= 1", cli.ErrUsage)
 	case *concurrency < 1:
-		return fmt.Errorf("%w: --concurrency must be >= 1", errUsage)
+		return fmt.Errorf("%w: --concurrency must be >= 1", cli.ErrUsage)
 	case *maxOutput == 0 || *maxOutput < -1:
-		return fmt.Errorf("%w: --max-output must be >= 1, or -1 for no cap", errUsage)
+		return fmt.Errorf("%w: --max-output must be >= 1, or -1 for no cap", cli.ErrUsage)
 	}
 	tr, err := trace.ReadFile(*tracePath, trace.Options{BlockSize: *blockSize, Limit: *requests})
 	if err != nil {
@@ -92,7 +93,7 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	start := time.Now()
 	results, sum, runErr := replay.Run(ctx, tr, opt)
 	if errors.Is(runErr, replay.ErrInvalidOptions) {
-		return fmt.Errorf("%w: %v", errUsage, runErr)
+		return fmt.Errorf("%w: %v", cli.ErrUsage, runErr)
 	}
 	if !*quiet {
 		fmt.Fprintf(stderr, "%d requests in %s\n", len(results), time.Since(start).Round(time.Millisecond))

@@ -11,9 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dualmap/dualmap/cmd/dualmap/internal/cli"
 	"github.com/dualmap/dualmap/scheduler"
 	"github.com/dualmap/dualmap/sim"
 	"github.com/dualmap/dualmap/sim/engine"
+	"github.com/dualmap/dualmap/sim/plots"
 	"github.com/dualmap/dualmap/sim/trace"
 )
 
@@ -34,7 +36,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	var (
 		tracePath  = fs.String("trace", "", "trace file (Mooncake JSONL or --format generic)")
 		format     = fs.String("format", "mooncake", "trace format: mooncake | generic")
-		blockSize  = fs.Int("block-size", 512, "tokens per hash block of the trace")
+		blockSize  = fs.Int("block-size", trace.DefaultBlockSize, "tokens per hash block of the trace")
 		timeUnit   = fs.String("time-unit", "ms", "generic format: timestamp unit s | ms | us | ns")
 		chainIDs   = fs.Bool("chain-ids", false, "generic format: hash ids are per-block content ids; chain them")
 		skipBad    = fs.Bool("skip-malformed", false, "skip malformed trace lines (counted) instead of failing")
@@ -51,7 +53,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		profile    = fs.String("profile", "qwen2.5-7b-910b4", "engine profile: a built-in name or a JSON file ("+strings.Join(engine.Profiles(), ", ")+")")
 		policies   = fs.String("policies", strings.Join(append(scheduler.Policies(), sim.PaperPreset), ","), "policy variants: name or name(key=value,...); "+sim.PaperPreset+" is DualMap with the paper's settings")
 		queues     = fs.String("queue", "router,paper", "queue modes: router | engine | paper (comma-separated)")
-		slo        = fs.Duration("slo", 5*time.Second, "TTFT SLO")
+		slo        = fs.Duration("slo", scheduler.DefaultConfig().SLO, "TTFT SLO")
 		budget     = fs.Int("budget", sim.DefaultBudget, "router-queue admission budget, pending prefill tokens per instance")
 		replicas   = fs.Int("replicas", 1, "router replicas")
 		syncEvery  = fs.Duration("sync-interval", 500*time.Millisecond, "replicas: how often they exchange load, cache and key-depth state (0: never)")
@@ -64,7 +66,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		workers    = fs.Int("workers", 0, "parallel runs (0: one per core)")
 		quiet      = fs.Bool("quiet", false, "no progress bar")
 	)
-	if help, err := parseFlags(fs, args); help || err != nil {
+	if help, err := cli.ParseFlags(fs, args); help || err != nil {
 		return err
 	}
 	tr, err := loadTrace(*tracePath, *generate, trace.Options{
@@ -93,22 +95,22 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	}
 	prof, err := engine.LoadProfile(*profile)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
 	specs, err := parseSpecs(*policies)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
 	qps, err := parseFloats(*qpsFlag)
 	if err != nil {
-		return fmt.Errorf("%w: --qps: %v", errUsage, err)
+		return fmt.Errorf("%w: --qps: %v", cli.ErrUsage, err)
 	}
 	scale, err := parseScale(*scaleFlag)
 	if err != nil {
-		return fmt.Errorf("%w: --scale: %v", errUsage, err)
+		return fmt.Errorf("%w: --scale: %v", cli.ErrUsage, err)
 	}
 	if *seeds < 1 {
-		return fmt.Errorf("%w: --seeds must be >= 1", errUsage)
+		return fmt.Errorf("%w: --seeds must be >= 1", cli.ErrUsage)
 	}
 	sw := &sim.Sweep{
 		Trace:     tr,
@@ -128,7 +130,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		sw.Base.Warmup = -1
 	}
 	if *maxRunning < 0 {
-		return fmt.Errorf("%w: --max-running must be >= 0, got %d", errUsage, *maxRunning)
+		return fmt.Errorf("%w: --max-running must be >= 0, got %d", cli.ErrUsage, *maxRunning)
 	}
 	sw.Base.Scheduler.Queue.MaxRunning = *maxRunning
 	for i := 1; i <= *seeds; i++ {
@@ -156,7 +158,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *plotsDir != "" {
-		if err := sim.WritePlots(*plotsDir, rep); err != nil {
+		if err := plots.Write(*plotsDir, rep); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "\ncharts written to %s\n", *plotsDir)
@@ -167,15 +169,15 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 func loadTrace(path, generate string, opt trace.Options) (*trace.Trace, error) {
 	switch {
 	case path != "" && generate != "":
-		return nil, fmt.Errorf("%w: give --trace or --generate, not both", errUsage)
+		return nil, fmt.Errorf("%w: give --trace or --generate, not both", cli.ErrUsage)
 	case generate != "":
 		cfg, err := parseGenConfig(generate)
 		if err != nil {
-			return nil, fmt.Errorf("%w: --generate: %v", errUsage, err)
+			return nil, fmt.Errorf("%w: --generate: %v", cli.ErrUsage, err)
 		}
 		return trace.Generate(cfg)
 	case path == "":
-		return nil, fmt.Errorf("%w: --trace FILE or --generate is required", errUsage)
+		return nil, fmt.Errorf("%w: --trace FILE or --generate is required", cli.ErrUsage)
 	}
 	return trace.ReadFile(path, opt)
 }

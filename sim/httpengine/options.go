@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/dualmap/dualmap/sim/engine"
+	"github.com/dualmap/dualmap/tokenize"
 )
 
 // Defaults for the zero fields of Options.
 const (
 	DefaultProfile      = "qwen2.5-7b-910b4"
-	DefaultBlockSize    = 16
+	DefaultBlockSize    = tokenize.DefaultBlockSize // vLLM's, as the router's pools
 	DefaultModel        = "dualmap-sim"
 	DefaultTimeScale    = 1
 	DefaultOutputTokens = 64

@@ -30,10 +30,10 @@
 //
 // # Transformations
 //
-// ScaleToQPS rescales arrivals to a target mean rate, Head truncates, Merge
-// interleaves traces by arrival, Replicate makes k copies with disjoint
-// block ids (more load for more instances) and Stats summarises a trace,
-// including the prefix-reuse upper bound of an infinite cache.
+// ScaleToQPS rescales arrivals to a target mean rate, Head truncates,
+// Replicate makes k copies with disjoint block ids (more load for more
+// instances) and Stats summarises a trace, including the prefix-reuse upper
+// bound of an infinite cache.
 //
 // # Generator
 //

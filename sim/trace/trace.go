@@ -37,18 +37,12 @@ type Trace struct {
 	Skipped int
 	// Source is free-form provenance: the path for ReadFile, empty for
 	// Read, and for Generate a description starting with GeneratedPrefix.
-	// Merge and Replicate carry it over, so a generated trace stays
-	// labelled as such.
+	// Replicate carries it over, so a generated trace stays labelled as
+	// such.
 	Source string
 }
 
-// Clone returns a deep copy of t: no slice is shared with t.
-func (t *Trace) Clone() *Trace {
-	c := *t
-	c.Requests = cloneRequests(t.Requests)
-	return &c
-}
-
+// cloneRequests returns a deep copy of reqs: no Blocks slice is shared.
 func cloneRequests(reqs []Request) []Request {
 	out := make([]Request, len(reqs))
 	for i, r := range reqs {

@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -64,37 +63,6 @@ func (t *Trace) Head(n int) {
 	}
 	clear(t.Requests[n:]) // let the dropped blocks be collected
 	t.Requests = slices.Clip(t.Requests[:n])
-}
-
-// Merge returns a new trace with the requests of all traces (deep copies),
-// sorted stably by arrival: at equal arrivals, requests keep their order in
-// the arguments. Arrivals are kept as they are. Block ids are taken as they
-// are too, so equal ids in two traces mean the same prefix; use Replicate
-// for disjoint copies. Skipped is the sum, Source the distinct non-empty
-// sources joined by " + ". Nil traces are ignored. Merge panics if the
-// traces have different block sizes.
-func Merge(traces ...*Trace) *Trace {
-	out := &Trace{}
-	var sources []string
-	first := true
-	for _, t := range traces {
-		if t == nil {
-			continue
-		}
-		if first {
-			out.BlockSize, first = t.BlockSize, false
-		} else if t.BlockSize != out.BlockSize {
-			panic(fmt.Sprintf("trace: Merge: block sizes differ: %d and %d", out.BlockSize, t.BlockSize))
-		}
-		out.Skipped += t.Skipped
-		out.Requests = append(out.Requests, cloneRequests(t.Requests)...)
-		if t.Source != "" && !slices.Contains(sources, t.Source) {
-			sources = append(sources, t.Source)
-		}
-	}
-	slices.SortStableFunc(out.Requests, cmpArrival)
-	out.Source = strings.Join(sources, " + ")
-	return out
 }
 
 // Replicate returns k copies of t merged by arrival, to load k times as

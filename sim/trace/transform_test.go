@@ -103,44 +103,13 @@ func TestHead(t *testing.T) {
 	at(0).Head(-1)
 }
 
-func TestMerge(t *testing.T) {
-	a := at(0, 2, 4)
-	a.Source, a.Skipped = "a", 1
-	b := at(1, 2, 3)
-	b.Source, b.Skipped = "b", 2
-	for i := range b.Requests {
-		b.Requests[i].OutputTokens += 10
-	}
-	got := Merge(a, nil, b, a)
-	wantOut := []int{0, 0, 10, 1, 11, 1, 12, 2, 2} // ties in argument order
-	var out []int
-	for _, r := range got.Requests {
-		out = append(out, r.OutputTokens)
-	}
-	if !slices.Equal(out, wantOut) || got.Skipped != 4 || got.Source != "a + b" || got.BlockSize != 512 {
-		t.Errorf("Merge() = outputs %v skipped %d source %q, want %v, 4, %q", out, got.Skipped, got.Source, wantOut, "a + b")
-	}
-	got.Requests[0].Blocks[0] = 99
-	if a.Requests[0].Blocks[0] != 0 {
-		t.Errorf("Merge() result shares blocks with its input")
-	}
-	if empty := Merge(); len(empty.Requests) != 0 {
-		t.Errorf("Merge() = %+v, want an empty trace", empty)
-	}
-	defer func() {
-		if recover() == nil {
-			t.Errorf("Merge of different block sizes did not panic")
-		}
-	}()
-	Merge(a, &Trace{BlockSize: 16})
-}
-
 func TestReplicate(t *testing.T) {
 	src, err := Generate(GenConfig{Seed: 5, Requests: 300})
 	if err != nil {
 		t.Fatal(err)
 	}
-	orig := src.Clone()
+	orig := *src
+	orig.Requests = cloneRequests(src.Requests)
 	base := src.Stats()
 	for _, k := range []int{0, 1, 3} {
 		got := src.Replicate(k, 7)
@@ -156,7 +125,7 @@ func TestReplicate(t *testing.T) {
 			t.Errorf("Replicate(%d) is not sorted by arrival", k)
 		}
 	}
-	if !reflect.DeepEqual(src, orig) {
+	if !reflect.DeepEqual(src, &orig) {
 		t.Errorf("Replicate changed its receiver")
 	}
 	one := src.Replicate(1, 7)

@@ -1,4 +1,9 @@
-package main
+// Package servecmd is the serve subcommand: the ext_proc routing server,
+// with its admin HTTP server, signals and graceful shutdown. It is a
+// package of its own so that the router's dependencies can be held apart
+// from the other subcommands': it must not link the simulator's plotting
+// (see deps_test.go).
+package servecmd
 
 import (
 	"context"
@@ -22,12 +27,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dualmap/dualmap/cmd/dualmap/internal/cli"
 	"github.com/dualmap/dualmap/config"
 	"github.com/dualmap/dualmap/extproc"
 	"github.com/dualmap/dualmap/state"
 )
 
-func runServe(args []string, stdout, stderr io.Writer) error {
+// Run runs `dualmap serve` with args, the arguments after "serve", until
+// SIGINT or SIGTERM. A command-line mistake is a cli.ErrUsage.
+func Run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "configuration file (see examples/dualmap.yaml; `dualmap config defaults`)")
@@ -36,10 +44,10 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
 	if *path == "" {
-		return fmt.Errorf("%w: --config FILE is required", errUsage)
+		return fmt.Errorf("%w: --config FILE is required", cli.ErrUsage)
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {

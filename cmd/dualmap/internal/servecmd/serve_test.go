@@ -1,4 +1,4 @@
-package main
+package servecmd
 
 import (
 	"context"
@@ -86,12 +86,5 @@ health: {interval: 50ms}
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve() did not stop")
-	}
-}
-
-func TestServeNeedsConfig(t *testing.T) {
-	var out, errOut strings.Builder
-	if code := run([]string{"serve"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "--config FILE is required") {
-		t.Errorf("serve without config = %d %q", code, errOut.String())
 	}
 }

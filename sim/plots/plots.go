@@ -1,4 +1,7 @@
-package sim
+// Package plots draws the charts of a simulator report (package sim) as PNG
+// files, with gonum's plotting library. It is for the sim subcommand only:
+// the router (serve) does not link it.
+package plots
 
 import (
 	"fmt"
@@ -10,9 +13,11 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/dualmap/dualmap/sim"
 )
 
-// WritePlots writes PNG charts of a report into dir (created if needed):
+// Write writes PNG charts of a report into dir (created if needed):
 //   - attainment.png: SLO attainment vs QPS, one line per variant and queue mode;
 //   - pareto.png: cache hit rate vs load CV (mean over the swept rates), the
 //     paper's trade-off picture: up and to the left is better;
@@ -21,12 +26,12 @@ import (
 //     recorded a timeline (elastic scaling scenarios);
 //   - attainment_over_time.png: SLO attainment by arrival time of every run
 //     that recorded a timeline.
-func WritePlots(dir string, rep *Report) error {
+func Write(dir string, rep *sim.Report) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("sim: plots: %w", err)
 	}
-	groups := group(rep.Runs)
-	for _, f := range []func(string, *Report, [][]*Result) error{plotAttainment, plotPareto, plotCDF, plotTimeline, plotWindows} {
+	groups := sim.ByVariant(rep.Runs)
+	for _, f := range []func(string, *sim.Report, [][]*sim.Result) error{plotAttainment, plotPareto, plotCDF, plotTimeline, plotWindows} {
 		if err := f(dir, rep, groups); err != nil {
 			return fmt.Errorf("sim: plots: %w", err)
 		}
@@ -34,13 +39,13 @@ func WritePlots(dir string, rep *Report) error {
 	return nil
 }
 
-func label(g []*Result) string { return g[0].Policy + " / " + g[0].Queue }
+func label(g []*sim.Result) string { return g[0].Policy + " / " + g[0].Queue }
 
 func save(p *plot.Plot, dir, name string) error {
 	return p.Save(8*vg.Inch, 5*vg.Inch, filepath.Join(dir, name))
 }
 
-func plotAttainment(dir string, rep *Report, groups [][]*Result) error {
+func plotAttainment(dir string, rep *sim.Report, groups [][]*sim.Result) error {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("SLO attainment (TTFT <= %gs), %d instances", rep.SLOSeconds, rep.Instances)
 	p.X.Label.Text = "request rate (QPS)"
@@ -49,7 +54,7 @@ func plotAttainment(dir string, rep *Report, groups [][]*Result) error {
 	p.Legend.Left = true // bottom left: attainment is high there
 	p.Legend.TextStyle.Font.Size = vg.Points(8)
 	for i, g := range groups {
-		qps, att := points(g)
+		qps, att := sim.AttainmentCurve(g)
 		xy := make(plotter.XYs, len(qps))
 		for k := range qps {
 			xy[k].X, xy[k].Y = qps[k], att[k]
@@ -66,7 +71,7 @@ func plotAttainment(dir string, rep *Report, groups [][]*Result) error {
 	return save(p, dir, "attainment.png")
 }
 
-func plotPareto(dir string, rep *Report, groups [][]*Result) error {
+func plotPareto(dir string, rep *sim.Report, groups [][]*sim.Result) error {
 	p := plot.New()
 	p.Title.Text = "cache hit rate vs load imbalance (mean over swept rates)"
 	p.X.Label.Text = "load CV (std/mean of per-instance pending prefill)"
@@ -100,7 +105,7 @@ func plotPareto(dir string, rep *Report, groups [][]*Result) error {
 	return save(p, dir, "pareto.png")
 }
 
-func plotCDF(dir string, rep *Report, groups [][]*Result) error {
+func plotCDF(dir string, rep *sim.Report, groups [][]*sim.Result) error {
 	var all []float64
 	for _, r := range rep.Runs {
 		all = append(all, r.QPS)
@@ -118,7 +123,7 @@ func plotCDF(dir string, rep *Report, groups [][]*Result) error {
 	p.Y.Min, p.Y.Max = 0, 1
 	p.Legend.TextStyle.Font.Size = vg.Points(8) // bottom right: the CDF is high there
 	for i, g := range groups {
-		var r *Result
+		var r *sim.Result
 		for _, x := range g {
 			if x.QPS == mid {
 				r = x
@@ -148,8 +153,8 @@ func plotCDF(dir string, rep *Report, groups [][]*Result) error {
 	return save(p, dir, "ttft_cdf.png")
 }
 
-func plotTimeline(dir string, rep *Report, groups [][]*Result) error {
-	var r *Result
+func plotTimeline(dir string, rep *sim.Report, groups [][]*sim.Result) error {
+	var r *sim.Result
 	for _, x := range rep.Runs {
 		if len(x.Timeline) > 0 {
 			r = x
@@ -178,7 +183,7 @@ func plotTimeline(dir string, rep *Report, groups [][]*Result) error {
 		l.Color = plotutil.Color(i)
 		p.Add(l)
 		if n <= 16 {
-			p.Legend.Add(instanceID(i), l)
+			p.Legend.Add(sim.InstanceName(i), l)
 		}
 	}
 	p.Add(plotter.NewGrid())
@@ -194,9 +199,9 @@ func style(l *plotter.Line, s *plotter.Scatter, i int) {
 	s.GlyphStyle.Shape = plotutil.Shape(i)
 }
 
-func plotWindows(dir string, rep *Report, groups [][]*Result) error {
+func plotWindows(dir string, rep *sim.Report, groups [][]*sim.Result) error {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("SLO attainment by arrival time (%ds buckets)", WindowSeconds)
+	p.Title.Text = fmt.Sprintf("SLO attainment by arrival time (%ds buckets)", sim.WindowSeconds)
 	p.X.Label.Text = "arrival time (s)"
 	p.Y.Label.Text = "SLO attainment"
 	p.Y.Min, p.Y.Max = 0, 1.15 // room for the legend above the lines
