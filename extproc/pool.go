@@ -1,7 +1,6 @@
 package extproc
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -12,32 +11,36 @@ import (
 	"github.com/dualmap/dualmap/tokenize"
 )
 
-// router is what a pool needs from its scheduler.
+// router is a pool's scheduler as the wiring holds it: the views its
+// callers use (flow for streams, membership for the health code, upkeep for
+// the background loop), engine load reports, and the shared-state applier
+// the store feeds.
 type router interface {
-	EnqueueAndWait(ctx context.Context, r *scheduler.Request) (scheduler.Decision, error)
-	FirstToken(r *scheduler.Request)
-	Complete(r *scheduler.Request)
-	Cancel(r *scheduler.Request)
-	Tick()
-	AnyReady(n uint64) (string, error)
-	SetHealthy(id string, healthy bool) error
-	SetInstances(list []scheduler.Instance) error
-	Instances() []scheduler.InstanceState
-	QueueLen() int
-	Plan() []scheduler.Move
-	Apply(moves []scheduler.Move) int
-	Rebalances() bool
+	flow
+	membership
+	upkeep
 	SetEngineLoad(id string, l scheduler.EngineLoad) error
 	state.Applier
 }
 
-var _ router = (*scheduler.Scheduler)(nil)
+// upkeep is what the background loop (ticks, rebalancing rounds, gauges)
+// needs from a scheduler. Called from that one goroutine; Apply may run
+// concurrently with streams.
+type upkeep interface {
+	Tick()
+	Plan() []scheduler.Move
+	Apply(moves []scheduler.Move) int
+	Rebalances() bool
+	QueueLen() int
+}
 
 // pool is one set of model servers with its scheduler and tokenizer.
 type pool struct {
 	name     string
 	policy   string
-	sched    router
+	sched    router     // the scheduler: wiring (store, background loop, admin)
+	flow     flow       // sched as the streams use it
+	members  membership // sched as the health code uses it
 	prompter *tokenize.Prompter
 	encoder  tokenize.Encoder
 	store    state.Store // shared with the other replicas (memory: nothing shared)
@@ -76,7 +79,7 @@ func newPool(c config.Config, p config.Pool, now func() time.Time, store state.S
 		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
 	return &pool{
-		name: p.Name, policy: p.Policy.Name, sched: sched, prompter: pr, encoder: enc,
+		name: p.Name, policy: p.Policy.Name, sched: sched, flow: sched, members: sched, prompter: pr, encoder: enc,
 		store: store, shared: shared,
 		static: p.Instances, health: map[string]*healthState{},
 	}, nil
@@ -121,7 +124,7 @@ func (p *pool) setMembers(static *[]config.Instance, resolved *[]string) error {
 		}
 	}
 	p.mu.Unlock()
-	return p.sched.SetInstances(list)
+	return p.members.SetInstances(list)
 }
 
 // healthOf returns id's health state, creating it. Call with p.mu held.
@@ -136,8 +139,13 @@ func (p *pool) healthOf(id string) *healthState {
 
 func (p *pool) addresses() []string {
 	var ids []string
-	for _, st := range p.sched.Instances() {
+	for _, st := range p.members.Instances() {
 		ids = append(ids, st.ID)
 	}
 	return ids
 }
+
+var (
+	_ router = (*scheduler.Scheduler)(nil)
+	_ upkeep = (*scheduler.Scheduler)(nil)
+)

@@ -17,6 +17,19 @@ import (
 	"github.com/dualmap/dualmap/tokenize"
 )
 
+// flow is what a stream needs from its pool's scheduler: route a request
+// (waiting in the router queue if need be), report its progress, and pin a
+// request that carries no prompt. Called concurrently by every stream;
+// EnqueueAndWait blocks until the request is dispatched, shed or ctx ends,
+// the others do not block.
+type flow interface {
+	EnqueueAndWait(ctx context.Context, r *scheduler.Request) (scheduler.Decision, error)
+	FirstToken(r *scheduler.Request)
+	Complete(r *scheduler.Request)
+	Cancel(r *scheduler.Request)
+	AnyReady(n uint64) (string, error)
+}
+
 // stream is the processor of one ext_proc stream (one HTTP request). Its
 // methods run on the stream's goroutine, except signal.
 type stream struct {
@@ -109,7 +122,7 @@ func (st *stream) routeAny(headersPhase bool) *extprocv3.ProcessingResponse {
 	if p == nil {
 		p = st.s.pools[0]
 	}
-	id, err := p.sched.AnyReady(st.s.seq.Add(1))
+	id, err := p.flow.AnyReady(st.s.seq.Add(1))
 	if err != nil {
 		return st.fail(err)
 	}
@@ -149,7 +162,7 @@ func (st *stream) onRequestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResp
 	st.req = r
 	p := st.pool
 	start = time.Now()
-	dec, err := p.sched.EnqueueAndWait(st.ctx, r)
+	dec, err := p.flow.EnqueueAndWait(st.ctx, r)
 	if err != nil {
 		// The scheduler holds nothing of a request it shed or that was
 		// cancelled while waiting.
@@ -327,10 +340,10 @@ func (st *stream) onResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRes
 // done (FirstToken; it feeds the TTFT estimator), or it is over (Complete).
 func (st *stream) settle(done bool) {
 	if done {
-		st.pool.sched.Complete(st.req)
+		st.pool.flow.Complete(st.req)
 		st.settled = true
 	} else {
-		st.pool.sched.FirstToken(st.req)
+		st.pool.flow.FirstToken(st.req)
 	}
 }
 
@@ -342,9 +355,9 @@ func (st *stream) finish() {
 	}
 	st.settled = true
 	if st.dispatched.IsZero() {
-		st.pool.sched.Cancel(st.req)
+		st.pool.flow.Cancel(st.req)
 	} else {
-		st.pool.sched.Complete(st.req)
+		st.pool.flow.Complete(st.req)
 	}
 }
 
@@ -355,3 +368,5 @@ func (st *stream) fail(err error) *extprocv3.ProcessingResponse {
 	st.s.log.Debug("request rejected", "kind", e.kind, "status", e.status, "path", st.path, "error", err)
 	return immediate(e)
 }
+
+var _ flow = (*scheduler.Scheduler)(nil)
