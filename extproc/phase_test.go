@@ -349,6 +349,34 @@ func TestTrailersOfARoutedRequest(t *testing.T) {
 	assertIdle(t, ts)
 }
 
+// Envoy's report of the endpoint that served is believed only for an
+// instance of the pool: an address the router does not know takes no
+// instance out, gets no series of its own, and is counted.
+func TestUpstreamHostOfAStrangerIgnored(t *testing.T) {
+	ts := start(t, parseConfig(t, fourInstances), false)
+	c := ts.open(t)
+	defer c.close()
+	r := ts.post(t, c, "/v1/chat/completions", chat("m", "hi", true))
+	if setHeader(r.GetRequestBody().GetResponse().GetHeaderMutation(), "x-gateway-destination-endpoint") == "" {
+		t.Fatalf("not routed: %v", r)
+	}
+	rr := c.send(t, respHeadersMsg(false, ":status", "200", upstreamHostHeader, "6.6.6.6:80"))
+	if removed := rr.GetResponseHeaders().GetResponse().GetHeaderMutation().GetRemoveHeaders(); len(removed) != 1 || removed[0] != upstreamHostHeader {
+		t.Errorf("response headers remove %v, want %s", removed, upstreamHostHeader)
+	}
+	c.send(t, respBodyMsg("data: {}\n\n", true))
+	assertIdle(t, ts)
+	m := metricValues(t, ts)
+	if got := m["dualmap_upstream_host_ignored_total{pool=default}"]; got != 1 {
+		t.Errorf("dualmap_upstream_host_ignored_total = %g, want 1", got)
+	}
+	for k := range m {
+		if strings.Contains(k, "6.6.6.6") {
+			t.Errorf("series %s for an address that is no instance", k)
+		}
+	}
+}
+
 // fakeFlow dispatches every request at once to 10.0.0.1:8000 (fallback
 // 10.0.0.2:8000) and records the calls.
 type fakeFlow struct {
@@ -430,6 +458,12 @@ func TestStreamCalls(t *testing.T) {
 		{"5xx", "streamed", []*extprocv3.ProcessingRequest{postChat, chatBody, err503}, codes.OK, "enqueue complete", "10.0.0.1:8000=false"},
 		{"fallback served", "streamed", []*extprocv3.ProcessingRequest{postChat, chatBody, respHeadersMsg(false, ":status", "200", upstreamHostHeader, "10.0.0.2:8000")},
 			codes.OK, "enqueue complete", "10.0.0.1:8000=false"},
+		{"stranger served", "streamed", []*extprocv3.ProcessingRequest{postChat, chatBody, respHeadersMsg(false, ":status", "200", upstreamHostHeader, "6.6.6.6:80")},
+			codes.OK, "enqueue complete", ""},
+		{"stranger served a 503", "streamed", []*extprocv3.ProcessingRequest{postChat, chatBody, respHeadersMsg(false, ":status", "503", upstreamHostHeader, "6.6.6.6:80")},
+			codes.OK, "enqueue complete", "10.0.0.1:8000=false"},
+		{"another member served a 503", "streamed", []*extprocv3.ProcessingRequest{postChat, chatBody, respHeadersMsg(false, ":status", "503", upstreamHostHeader, "10.0.0.4:8000")},
+			codes.OK, "enqueue complete", "10.0.0.1:8000=false 10.0.0.4:8000=false"},
 		{"client gone before the response", "streamed", []*extprocv3.ProcessingRequest{postChat, chatBody}, codes.OK, "enqueue complete", ""},
 		{"second end-of-stream body", "streamed", []*extprocv3.ProcessingRequest{postChat, chatBody, reqBodyMsg("", true)}, codes.FailedPrecondition, "enqueue complete", ""},
 		{"response headers twice", "streamed", []*extprocv3.ProcessingRequest{postChat, chatBody, ok200, err503}, codes.FailedPrecondition, "enqueue complete", ""},

@@ -2,6 +2,7 @@ package extproc
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -135,6 +136,19 @@ func (p *pool) healthOf(id string) *healthState {
 		p.health[id] = h
 	}
 	return h
+}
+
+// member reports whether id is one of the pool's instances (configured or
+// resolved) now.
+func (p *pool) member(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, in := range p.static {
+		if in.Address == id {
+			return true
+		}
+	}
+	return slices.Contains(p.dns, id)
 }
 
 func (p *pool) addresses() []string {

@@ -345,9 +345,7 @@ func (st *stream) onResponseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Proces
 func (st *stream) responseStarted(code int, served string) {
 	p := st.pool
 	st.s.m.firstByte.WithLabelValues(p.name).Observe(time.Since(st.dispatched).Seconds())
-	if served == "" {
-		served = st.dec.Instance
-	}
+	served = st.servedBy(served)
 	if served != st.dec.Instance {
 		// Envoy retried on the fallback: the primary was unreachable.
 		st.s.upstreamFailed(p, st.dec.Instance)
@@ -370,6 +368,27 @@ func (st *stream) responseStarted(code int, served string) {
 	default:
 		st.settle(true)
 	}
+}
+
+// servedBy returns the instance that served the request, given the
+// upstreamHostHeader Envoy reported. The header is believed only when it
+// names the decision's instance or fallback or a member of the pool; an
+// address the router does not know is ignored (and counted), as if Envoy
+// had not reported one: the decision's instance served.
+func (st *stream) servedBy(host string) string {
+	switch host {
+	case "", st.dec.Instance:
+		return st.dec.Instance
+	case st.dec.Fallback:
+		return host
+	}
+	if st.pool.member(host) {
+		return host
+	}
+	st.s.m.hostIgnored.WithLabelValues(st.pool.name).Inc()
+	st.s.log.Debug("upstream host is no member of the pool; ignored for health", "pool", st.pool.name,
+		"header", upstreamHostHeader, "host", host, "instance", st.dec.Instance)
+	return st.dec.Instance
 }
 
 // onResponseBody sees a streamed response body chunk: the first non-empty
