@@ -313,6 +313,9 @@ func (st *stream) onResponseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Proces
 	if st.phase != phaseDispatched && st.phase != phaseRequestBody {
 		return nil, st.refuse(msgResponseHeaders)
 	}
+	if st.phase == phaseRequestBody {
+		st.s.log.Debug("response before the request body ended: Envoy answered itself, or its request_body_mode is not BUFFERED", "path", st.path)
+	}
 	st.phase = phaseResponse
 	if h.GetEndOfStream() {
 		st.phase = phaseDone
