@@ -7,7 +7,9 @@
 // response, and feeds response timing and status back to the scheduler.
 //
 // One stream is one HTTP request; a stream's processor has one method per
-// ext_proc phase (stream.go). Errors become Envoy immediate responses in one
-// place (respond.go). The package owns no shared state of its own beyond the
+// ext_proc message kind (stream.go), each accepted only in the phases of the
+// request's exchange it belongs to (phase.go): a message out of phase ends
+// the stream with a gRPC error and changes nothing. Errors become Envoy
+// immediate responses in one place (respond.go). The package owns no shared state of its own beyond the
 // pools it routes for; the scheduler is the decision maker.
 package extproc

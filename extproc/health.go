@@ -9,7 +9,17 @@ import (
 	"time"
 
 	"github.com/dualmap/dualmap/config"
+	"github.com/dualmap/dualmap/scheduler"
 )
+
+// membership is what the health code (passive and active checks, DNS,
+// reloads) needs from a pool's scheduler. Calls that change it run one at a
+// time (Server.background); Instances may run concurrently with them.
+type membership interface {
+	SetHealthy(id string, healthy bool) error
+	SetInstances(list []scheduler.Instance) error
+	Instances() []scheduler.InstanceState
+}
 
 // Health: an instance that answers 5xx (or that Envoy cannot reach) is
 // taken out at once and kept out for a backoff that doubles on repeated
@@ -64,7 +74,7 @@ func (s *Server) applyHealth(p *pool, id string) {
 		p.mu.Lock()
 		up := !p.healthOf(id).down
 		p.mu.Unlock()
-		if err := p.sched.SetHealthy(id, up); err != nil {
+		if err := p.members.SetHealthy(id, up); err != nil {
 			s.log.Debug("health change for an instance no longer in the pool", "pool", p.name, "instance", id)
 		}
 	})
@@ -173,3 +183,5 @@ func (s *Server) Reload(c config.Config) {
 		}
 	}
 }
+
+var _ membership = (*scheduler.Scheduler)(nil)

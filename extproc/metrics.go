@@ -19,6 +19,7 @@ type metrics struct {
 	decide      prometheus.Histogram
 	firstByte   *prometheus.HistogramVec // pool
 	upstreamErr *prometheus.CounterVec   // pool, instance
+	hostIgnored *prometheus.CounterVec   // pool
 	stateUp     *prometheus.GaugeVec     // pool
 	stateDelay  *prometheus.GaugeVec     // pool
 }
@@ -66,6 +67,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "dualmap_upstream_errors_total", Help: "5xx responses and connection failures per instance.",
 		}, []string{"pool", "instance"}),
 	}
+	m.hostIgnored = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dualmap_upstream_host_ignored_total", Help: "Responses whose x-dualmap-upstream-host named no instance of the pool: ignored for health attribution.",
+	}, []string{"pool"})
 	m.stateUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "dualmap_state_up", Help: "1 while the shared state (Redis) is reachable; always 1 with in-memory state.",
 	}, []string{"pool"})
@@ -74,7 +78,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}, []string{"pool"})
 	if reg != nil {
 		reg.MustRegister(m.decisions, m.errors, m.queueWait, m.queueDepth, m.pending, m.healthy,
-			m.promptTok, m.cachedTok, m.tokenize, m.decide, m.firstByte, m.upstreamErr, m.stateUp, m.stateDelay)
+			m.promptTok, m.cachedTok, m.tokenize, m.decide, m.firstByte, m.upstreamErr, m.hostIgnored, m.stateUp, m.stateDelay)
 	}
 	return m
 }

@@ -1,8 +1,8 @@
 package extproc
 
 import (
-	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,36 +13,36 @@ import (
 	"github.com/dualmap/dualmap/tokenize"
 )
 
-// router is what a pool needs from its scheduler.
+// router is a pool's scheduler as the wiring holds it: the views its
+// callers use (flow for streams, membership for the health code, upkeep for
+// the background loop), engine load reports, and what the replicas'
+// coordinator drives.
 type router interface {
-	EnqueueAndWait(ctx context.Context, r *scheduler.Request) (scheduler.Decision, error)
-	FirstToken(r *scheduler.Request)
-	Complete(r *scheduler.Request)
-	Cancel(r *scheduler.Request)
+	flow
+	membership
+	upkeep
+	coord.Scheduler
+	SetEngineLoad(id string, l scheduler.EngineLoad) error
+}
+
+// upkeep is what the background loop (ticks, rebalancing rounds, gauges)
+// needs from a scheduler. Called from that one goroutine; Apply may run
+// concurrently with streams.
+type upkeep interface {
 	Tick()
-	AnyReady(n uint64) (string, error)
-	SetHealthy(id string, healthy bool) error
-	SetInstances(list []scheduler.Instance) error
-	Instances() []scheduler.InstanceState
-	QueueLen() int
 	Plan() []scheduler.Move
 	Apply(moves []scheduler.Move) int
 	Rebalances() bool
-	SetEngineLoad(id string, l scheduler.EngineLoad) error
-	LocalLoad(dst map[string]scheduler.Load)
-	SetRemoteLoad(id string, l scheduler.Load) error
-	RecordCached(id string, blocks []uint64, at time.Time) error
-	KeyDepthState() scheduler.KeyDepthState
-	ImportKeyDepth(st scheduler.KeyDepthState)
+	QueueLen() int
 }
-
-var _ router = (*scheduler.Scheduler)(nil)
 
 // pool is one set of model servers with its scheduler and tokenizer.
 type pool struct {
 	name     string
 	policy   string
-	sched    router
+	sched    router     // the scheduler: wiring (store, background loop, admin)
+	flow     flow       // sched as the streams use it
+	members  membership // sched as the health code uses it
 	prompter *tokenize.Prompter
 	encoder  tokenize.Encoder
 	store    state.Store        // shared with the other replicas (memory: nothing shared)
@@ -82,7 +82,7 @@ func newPool(c config.Config, p config.Pool, now func() time.Time, store state.S
 		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
 	return &pool{
-		name: p.Name, policy: p.Policy.Name, sched: sched, prompter: pr, encoder: enc,
+		name: p.Name, policy: p.Policy.Name, sched: sched, flow: sched, members: sched, prompter: pr, encoder: enc,
 		store: store, shared: shared,
 		static: p.Instances, health: map[string]*healthState{},
 	}, nil
@@ -127,7 +127,7 @@ func (p *pool) setMembers(static *[]config.Instance, resolved *[]string) error {
 		}
 	}
 	p.mu.Unlock()
-	return p.sched.SetInstances(list)
+	return p.members.SetInstances(list)
 }
 
 // healthOf returns id's health state, creating it. Call with p.mu held.
@@ -140,10 +140,28 @@ func (p *pool) healthOf(id string) *healthState {
 	return h
 }
 
+// member reports whether id is one of the pool's instances (configured or
+// resolved) now.
+func (p *pool) member(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, in := range p.static {
+		if in.Address == id {
+			return true
+		}
+	}
+	return slices.Contains(p.dns, id)
+}
+
 func (p *pool) addresses() []string {
 	var ids []string
-	for _, st := range p.sched.Instances() {
+	for _, st := range p.members.Instances() {
 		ids = append(ids, st.ID)
 	}
 	return ids
 }
+
+var (
+	_ router = (*scheduler.Scheduler)(nil)
+	_ upkeep = (*scheduler.Scheduler)(nil)
+)

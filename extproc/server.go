@@ -216,7 +216,9 @@ func (s *Server) updateGauges() {
 	}
 }
 
-// Process serves one ext_proc stream, i.e. one HTTP request.
+// Process serves one ext_proc stream, i.e. one HTTP request: each message
+// is answered in turn, and a message the stream refuses ends it with a gRPC
+// error (Envoy then fails the request) after releasing what it held.
 func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	st := newStream(s, srv.Context())
 	defer st.finish()
@@ -228,7 +230,10 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			}
 			return status.Errorf(codes.Unknown, "extproc: receive: %v", err)
 		}
-		resp := st.handle(req)
+		resp, err := st.handle(req)
+		if err != nil {
+			return s.refused(err)
+		}
 		if resp == nil {
 			continue
 		}
@@ -239,4 +244,15 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			return err
 		}
 	}
+}
+
+// refused is the gRPC status that ends a stream that refused a message.
+func (s *Server) refused(err error) error {
+	var pe *protocolError
+	if !errors.As(err, &pe) {
+		return status.Errorf(codes.Internal, "extproc: %v", err)
+	}
+	s.m.errors.WithLabelValues("protocol_violation").Inc()
+	s.log.Debug("ext_proc stream refused", "message", pe.msg, "phase", pe.phase, "code", pe.code())
+	return status.Error(pe.code(), pe.Error())
 }

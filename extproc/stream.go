@@ -18,25 +18,51 @@ import (
 	"github.com/dualmap/dualmap/tokenize"
 )
 
-// stream is the processor of one ext_proc stream (one HTTP request). Its
-// methods run on the stream's goroutine, except signal.
+// flow is what a stream needs from its pool's scheduler: route a request
+// (waiting in the router queue if need be), report its progress, and pin a
+// request that carries no prompt. Called concurrently by every stream;
+// EnqueueAndWait blocks until the request is dispatched, shed or ctx ends,
+// the others do not block. EnqueueAndWait withdraws the request on every
+// error path, so a stream only ever holds a dispatched request, and
+// Complete releases it.
+type flow interface {
+	EnqueueAndWait(ctx context.Context, r *scheduler.Request) (scheduler.Decision, error)
+	FirstToken(r *scheduler.Request)
+	Complete(r *scheduler.Request)
+	AnyReady(n uint64) (string, error)
+}
+
+// owed is what a stream still owes its scheduler about the request it
+// routed: the progress reports that release the request's load. Every
+// state but owesNothing holds the request's load until Complete.
+type owed uint8
+
+const (
+	owesNothing    owed = iota // holds nothing: not routed, pinned by routeAny, or completed
+	owesResponse               // dispatched: the response headers tell what comes next
+	owesFirstChunk             // the first non-empty response body chunk is the first token; the body's end completes it
+	owesBodyEnd                // the response body's end completes it
+	owesStreamEnd              // the stream's end completes it
+)
+
+// stream is the processor of one ext_proc stream (one HTTP request): one
+// method per message kind, each accepting the message only in the phases
+// listed in phase's diagram. Its methods run on the stream's goroutine.
 type stream struct {
-	s   *Server
-	ctx context.Context
+	s     *Server
+	ctx   context.Context
+	phase phase
 
 	method, path, contentType string
 	sloHeader, session        string
 	body                      []byte
 
-	pool       *pool
-	req        *scheduler.Request
-	dec        scheduler.Decision
-	streaming  bool
-	dispatched time.Time
-	routed     bool // req was given to the scheduler
-	settled    bool // completed or cancelled there
-	awaitBody  bool // response body chunks will tell first token and end
-	firstToken bool // the first non-empty response body chunk was seen
+	pool       *pool              // set by prepare
+	streaming  bool               // set by prepare
+	req        *scheduler.Request // the routed request, from its dispatch
+	dec        scheduler.Decision // where it went
+	dispatched time.Time          // when it went
+	owes       owed
 }
 
 func newStream(s *Server, ctx context.Context) *stream {
@@ -44,76 +70,89 @@ func newStream(s *Server, ctx context.Context) *stream {
 }
 
 // handle answers one message with exactly one response of the matching
-// kind (a mismatched kind makes Envoy skip ext_proc for the request).
-func (st *stream) handle(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
-	switch v := req.Request.(type) {
+// kind (a mismatched kind makes Envoy skip ext_proc for the request), or
+// with an immediate response; or refuses it with a *protocolError, after
+// which the stream accepts nothing. A nil response and nil error mean the
+// stream is gone (its context ended while the request waited).
+func (st *stream) handle(req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
+	switch v := req.GetRequest().(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
 		return st.onRequestHeaders(v.RequestHeaders)
 	case *extprocv3.ProcessingRequest_RequestBody:
 		return st.onRequestBody(v.RequestBody)
+	case *extprocv3.ProcessingRequest_RequestTrailers:
+		return st.onRequestTrailers()
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
 		return st.onResponseHeaders(v.ResponseHeaders)
 	case *extprocv3.ProcessingRequest_ResponseBody:
 		return st.onResponseBody(v.ResponseBody)
-	case *extprocv3.ProcessingRequest_RequestTrailers:
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}}}
 	case *extprocv3.ProcessingRequest_ResponseTrailers:
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{ResponseTrailers: &extprocv3.TrailersResponse{}}}
+		return st.onResponseTrailers()
 	}
-	return nil // nothing we know how to answer; Envoy's message timeout applies
+	return nil, st.refuse(msgUnknown)
+}
+
+// refuse ends the stream's processing: m is not accepted in this phase.
+func (st *stream) refuse(m message) error {
+	err := &protocolError{msg: m, phase: st.phase}
+	st.phase = phaseFailed
+	return err
 }
 
 func headerValue(h *corev3.HeaderValue) string {
-	if len(h.RawValue) > 0 {
-		return string(h.RawValue)
+	if v := h.GetRawValue(); len(v) > 0 {
+		return string(v)
 	}
-	return h.Value
+	return h.GetValue()
 }
 
-func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, error) {
+	if st.phase != phaseRequestHeaders {
+		return nil, st.refuse(msgRequestHeaders)
+	}
 	cfg := &st.s.cfg.Routing
-	if h.GetHeaders() != nil {
-		for _, kv := range h.Headers.Headers {
-			switch strings.ToLower(kv.Key) {
-			case ":method":
-				st.method = headerValue(kv)
-			case ":path":
-				st.path = headerValue(kv)
-			case "content-type":
-				st.contentType = headerValue(kv)
-			case cfg.SLOHeader:
-				st.sloHeader = headerValue(kv)
-			case cfg.SessionHeader:
-				if cfg.SessionHeader != "" {
-					st.session = headerValue(kv)
-				}
+	for _, kv := range h.GetHeaders().GetHeaders() {
+		switch strings.ToLower(kv.GetKey()) {
+		case ":method":
+			st.method = headerValue(kv)
+		case ":path":
+			st.path = headerValue(kv)
+		case "content-type":
+			st.contentType = headerValue(kv)
+		case cfg.SLOHeader:
+			st.sloHeader = headerValue(kv)
+		case cfg.SessionHeader:
+			if cfg.SessionHeader != "" {
+				st.session = headerValue(kv)
 			}
 		}
 	}
+	if h.GetEndOfStream() {
+		return st.routeAny(true), nil
+	}
 	// A client-supplied destination never survives: strip it now, and the
-	// body answer overwrites it again.
-	strip := &extprocv3.HeaderMutation{RemoveHeaders: []string{cfg.Header}}
-	if !h.GetEndOfStream() && openai.Classify(st.method, st.path) != openai.KindOther {
-		return continueHeaders(strip)
-	}
-	if !h.GetEndOfStream() {
-		// A body we do not parse (another POST path): pin at its end.
-		return continueHeaders(strip)
-	}
-	return st.routeAny(true)
+	// body answer overwrites it again. Every body is pinned at its end
+	// (one we do not parse, of another POST path, by routeAny).
+	st.phase = phaseRequestBody
+	return continueHeaders(&extprocv3.HeaderMutation{RemoveHeaders: []string{cfg.Header}}), nil
 }
 
 // routeAny pins a request that carries no prompt to any ready instance of
-// the default pool (or the first pool).
+// the default pool (or the first pool). The stream holds nothing in the
+// scheduler for it, and its response is not attributed to the instance's
+// health: such paths (model listings, endpoints the router does not parse)
+// say little about serving inference, and the active health checks watch
+// the instance anyway.
 func (st *stream) routeAny(headersPhase bool) *extprocv3.ProcessingResponse {
 	p := st.s.def
 	if p == nil {
 		p = st.s.pools[0]
 	}
-	id, err := p.sched.AnyReady(st.s.seq.Add(1))
+	id, err := p.flow.AnyReady(st.s.seq.Add(1))
 	if err != nil {
 		return st.fail(err)
 	}
+	st.phase = phaseDispatched
 	st.s.m.decisions.WithLabelValues(p.name, p.policy, "any").Inc()
 	m := st.pin(scheduler.Decision{Instance: id})
 	if headersPhase {
@@ -126,53 +165,70 @@ func (st *stream) routeAny(headersPhase bool) *extprocv3.ProcessingResponse {
 	return resp
 }
 
-func (st *stream) onRequestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
-	st.body = append(st.body, b.Body...)
+// onRequestBody collects the body; its end routes the request, once: a
+// body after the end-of-stream one is refused (it would route again and
+// leak the first request's load).
+func (st *stream) onRequestBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, error) {
+	if st.phase != phaseRequestBody {
+		return nil, st.refuse(msgRequestBody)
+	}
+	st.body = append(st.body, b.GetBody()...)
 	if len(st.body) > st.s.cfg.Limits.MaxBodyBytes {
 		_, err := openai.Parse(st.method, st.path, st.contentType, st.body, openai.Limits{MaxBodyBytes: st.s.cfg.Limits.MaxBodyBytes})
 		if err == nil {
 			err = fmt.Errorf("body over limit")
 		}
-		return st.fail(err)
+		return st.fail(err), nil
 	}
-	if !b.EndOfStream {
-		return continueBody(nil)
+	if !b.GetEndOfStream() {
+		return continueBody(nil), nil
 	}
 	if openai.Classify(st.method, st.path) == openai.KindOther {
-		return st.routeAny(false)
+		return st.routeAny(false), nil
 	}
 	start := time.Now()
 	r, err := st.prepare()
 	st.s.m.tokenize.Observe(time.Since(start).Seconds())
 	if err != nil {
-		return st.fail(err)
+		return st.fail(err), nil
 	}
-	st.req = r
 	p := st.pool
 	start = time.Now()
-	dec, err := p.sched.EnqueueAndWait(st.ctx, r)
+	dec, err := p.flow.EnqueueAndWait(st.ctx, r)
 	if err != nil {
 		// The scheduler holds nothing of a request it shed or that was
 		// cancelled while waiting.
 		if st.ctx.Err() != nil {
-			return nil // the stream is gone
+			st.phase = phaseFailed
+			return nil, nil // the stream is gone
 		}
-		return st.fail(err)
+		return st.fail(err), nil
 	}
-	st.routed = true
+	st.phase = phaseDispatched
+	st.req, st.dec, st.dispatched, st.owes = r, dec, time.Now(), owesResponse
 	if dec.Waited > 0 {
 		st.s.m.queueWait.WithLabelValues(p.name).Observe(dec.Waited.Seconds())
 	}
 	st.s.m.decide.Observe((time.Since(start) - dec.Waited).Seconds())
-	st.dec = dec
-	st.dispatched = time.Now()
 	p.store.Dispatched(dec.Instance, r.Blocks) // for the other replicas' cache index
 	st.s.m.decisions.WithLabelValues(p.name, p.policy, dec.Reason.String()).Inc()
 	st.s.m.promptTok.WithLabelValues(p.name).Add(float64(r.Tokens))
 	st.s.m.cachedTok.WithLabelValues(p.name).Add(float64(dec.CachedTokens))
 	resp := continueBody(st.pin(dec))
 	resp.DynamicMetadata = st.metadata(dec)
-	return resp
+	return resp, nil
+}
+
+// onRequestTrailers ends a request whose body had no end-of-stream message
+// (trailers follow the last chunk): it is not routed, and Envoy forwards it
+// without a pin, as it would a request the router never saw.
+func (st *stream) onRequestTrailers() (*extprocv3.ProcessingResponse, error) {
+	if st.phase != phaseRequestBody {
+		return nil, st.refuse(msgRequestTrailers)
+	}
+	st.phase = phaseDispatched
+	st.s.log.Debug("request trailers ended the body unrouted; forwarded without a pin", "path", st.path)
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}}}, nil
 }
 
 // prepare parses the body and tokenizes the prompt into a scheduler request.
@@ -237,19 +293,31 @@ func (st *stream) metadata(dec scheduler.Decision) *structpb.Struct {
 // the primary could not be reached.
 const upstreamHostHeader = "x-dualmap-upstream-host"
 
-func (st *stream) onResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+// onResponseHeaders sees the response start: the upstream's answer to a
+// dispatched request, or Envoy's own answer to one whose body it never
+// delivered (a local reply, e.g. 413 over its buffer limit), which is
+// attributed to nothing.
+func (st *stream) onResponseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, error) {
+	if st.phase != phaseDispatched && st.phase != phaseRequestBody {
+		return nil, st.refuse(msgResponseHeaders)
+	}
+	if st.phase == phaseRequestBody {
+		st.s.log.Debug("response before the request body ended: Envoy answered itself, or its request_body_mode is not BUFFERED", "path", st.path)
+	}
+	st.phase = phaseResponse
+	if h.GetEndOfStream() {
+		st.phase = phaseDone
+	}
 	code, served := 0, ""
-	if h.GetHeaders() != nil {
-		for _, kv := range h.Headers.Headers {
-			switch kv.Key {
-			case ":status":
-				code, _ = strconv.Atoi(headerValue(kv))
-			case upstreamHostHeader:
-				served = headerValue(kv)
-			}
+	for _, kv := range h.GetHeaders().GetHeaders() {
+		switch kv.GetKey() {
+		case ":status":
+			code, _ = strconv.Atoi(headerValue(kv))
+		case upstreamHostHeader:
+			served = headerValue(kv)
 		}
 	}
-	if st.routed && !st.settled && st.req != nil {
+	if st.owes == owesResponse {
 		st.responseStarted(code, served)
 	}
 	m := &extprocv3.HeaderMutation{RemoveHeaders: []string{upstreamHostHeader}}
@@ -260,19 +328,15 @@ func (st *stream) onResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Process
 			header("x-dualmap-cached-tokens", strconv.Itoa(st.dec.CachedTokens)),
 		}
 	}
-	return continueResponseHeaders(m)
+	return continueResponseHeaders(m), nil
 }
 
 // responseStarted handles the upstream's status: health attribution, and
 // the scheduler's view of the request.
 func (st *stream) responseStarted(code int, served string) {
 	p := st.pool
-	if !st.dispatched.IsZero() {
-		st.s.m.firstByte.WithLabelValues(p.name).Observe(time.Since(st.dispatched).Seconds())
-	}
-	if served == "" {
-		served = st.dec.Instance
-	}
+	st.s.m.firstByte.WithLabelValues(p.name).Observe(time.Since(st.dispatched).Seconds())
+	served = st.servedBy(served)
 	if served != st.dec.Instance {
 		// Envoy retried on the fallback: the primary was unreachable.
 		st.s.upstreamFailed(p, st.dec.Instance)
@@ -285,61 +349,96 @@ func (st *stream) responseStarted(code int, served string) {
 	}
 	ok := code >= 200 && code < 300
 	switch {
+	case ok && st.s.cfg.Routing.ResponseBody == "streamed" && st.streaming:
+		st.owes = owesFirstChunk // first token and end come with the body
 	case ok && st.s.cfg.Routing.ResponseBody == "streamed":
-		st.awaitBody = true // first token and end come with the body
+		st.owes = owesBodyEnd // the end comes with the body
 	case ok && st.streaming:
 		st.settle(false) // headers are the best first-token signal we get
+		st.owes = owesStreamEnd
 	default:
 		st.settle(true)
 	}
 }
 
+// servedBy returns the instance that served the request, given the
+// upstreamHostHeader Envoy reported. The header is believed only when it
+// names the decision's instance or fallback or a member of the pool; an
+// address the router does not know is ignored (and counted), as if Envoy
+// had not reported one: the decision's instance served.
+func (st *stream) servedBy(host string) string {
+	switch host {
+	case "", st.dec.Instance:
+		return st.dec.Instance
+	case st.dec.Fallback:
+		return host
+	}
+	if st.pool.member(host) {
+		return host
+	}
+	st.s.m.hostIgnored.WithLabelValues(st.pool.name).Inc()
+	st.s.log.Debug("upstream host is no member of the pool; ignored for health", "pool", st.pool.name,
+		"header", upstreamHostHeader, "host", host, "instance", st.dec.Instance)
+	return st.dec.Instance
+}
+
 // onResponseBody sees a streamed response body chunk: the first non-empty
 // chunk of a streaming response is its first token; the last one ends it.
-func (st *stream) onResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
-	if st.awaitBody && !st.settled && st.req != nil {
-		if !st.firstToken && len(b.Body) > 0 {
-			st.firstToken = true
-			if st.streaming {
-				st.settle(false)
-			}
-		}
-		if b.EndOfStream {
-			st.settle(true)
-		}
+func (st *stream) onResponseBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, error) {
+	if st.phase != phaseResponse {
+		return nil, st.refuse(msgResponseBody)
 	}
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{}}}
+	if b.GetEndOfStream() {
+		st.phase = phaseDone
+	}
+	if st.owes == owesFirstChunk && len(b.GetBody()) > 0 {
+		st.settle(false)
+		st.owes = owesBodyEnd
+	}
+	if b.GetEndOfStream() && (st.owes == owesFirstChunk || st.owes == owesBodyEnd) {
+		st.settle(true)
+	}
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{}}}, nil
+}
+
+// onResponseTrailers ends the response (its body, if any, had no
+// end-of-stream chunk).
+func (st *stream) onResponseTrailers() (*extprocv3.ProcessingResponse, error) {
+	if st.phase != phaseResponse {
+		return nil, st.refuse(msgResponseTrailers)
+	}
+	st.phase = phaseDone
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{ResponseTrailers: &extprocv3.TrailersResponse{}}}, nil
 }
 
 // settle reports the request's progress to the scheduler: its prefill is
-// done (FirstToken; it feeds the TTFT estimator), or it is over (Complete).
+// done (FirstToken; it feeds the TTFT estimator), or it is over (Complete,
+// which releases its load; the stream then owes nothing).
 func (st *stream) settle(done bool) {
 	if done {
-		st.pool.sched.Complete(st.req)
-		st.settled = true
+		st.pool.flow.Complete(st.req)
+		st.owes = owesNothing
 	} else {
-		st.pool.sched.FirstToken(st.req)
+		st.pool.flow.FirstToken(st.req)
 	}
 }
 
-// finish runs when the stream ends: the response is over or the client
-// left. It releases whatever the request still holds in the scheduler.
+// finish runs when the stream ends: the response is over, the client left,
+// or a message was refused. It releases whatever the request still holds
+// in the scheduler (only a dispatched request is ever held: Complete).
 func (st *stream) finish() {
-	if !st.routed || st.settled || st.req == nil {
-		return
-	}
-	st.settled = true
-	if st.dispatched.IsZero() {
-		st.pool.sched.Cancel(st.req)
-	} else {
-		st.pool.sched.Complete(st.req)
+	if st.owes != owesNothing {
+		st.settle(true)
 	}
 }
 
 // fail answers with the error and counts it.
 func (st *stream) fail(err error) *extprocv3.ProcessingResponse {
+	st.phase = phaseFailed
 	e := classify(err, time.Second)
 	st.s.m.errors.WithLabelValues(e.kind).Inc()
 	st.s.log.Debug("request rejected", "kind", e.kind, "status", e.status, "path", st.path, "error", err)
 	return immediate(e)
 }
+
+var _ flow = (*scheduler.Scheduler)(nil)

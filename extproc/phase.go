@@ -1,0 +1,107 @@
+package extproc
+
+import (
+	"fmt"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc/codes"
+)
+
+// phase is where a stream is in the exchange of its HTTP request. Envoy
+// sends one request's messages in this order (processing_mode: request
+// headers SEND, request body BUFFERED, response headers SEND, response body
+// NONE or STREAMED, trailers SKIP or SEND):
+//
+//	requestHeaders --request_headers------------------> requestBody
+//	requestHeaders --request_headers, end of stream---> dispatched  (no body: pinned by routeAny)
+//	requestBody    --request_body---------------------> requestBody (a chunk)
+//	requestBody    --request_body, end of stream------> dispatched  (routed, or pinned by routeAny)
+//	requestBody    --request_trailers-----------------> dispatched  (the body ended unrouted: not pinned)
+//	requestBody    --response_headers-----------------> response    (Envoy answered itself, e.g. 413)
+//	dispatched     --response_headers-----------------> response
+//	response       --response_body--------------------> response    (a chunk)
+//	response       --response_body, end of stream-----> done
+//	response       --response_trailers----------------> done
+//	(response headers with end of stream go to done at once)
+//	any phase      --an immediate response is sent----> failed
+//	any phase      --any other message----------------> failed: refused (protocolError)
+//
+// A refused message changes nothing (no routing, load, health or metric but
+// the protocol_violation error count); Process ends the stream with the
+// refusal's gRPC code and releases what the stream held. No message is
+// accepted in done or failed: Envoy closes the stream after them.
+type phase uint8
+
+const (
+	phaseRequestHeaders phase = iota // nothing seen: the request headers come first
+	phaseRequestBody                 // headers seen, the body is coming
+	phaseDispatched                  // the request went upstream; its response has not started
+	phaseResponse                    // response headers seen; body chunks or trailers may follow
+	phaseDone                        // the response is over
+	phaseFailed                      // an immediate response was sent, or a message was refused
+)
+
+var phaseNames = [...]string{"request_headers", "request_body", "dispatched", "response", "done", "failed"}
+
+func (p phase) String() string { return phaseNames[p] }
+
+// message is the kind of a ProcessingRequest.
+type message uint8
+
+const (
+	msgUnknown message = iota // none set, or one this version does not know
+	msgRequestHeaders
+	msgRequestBody
+	msgRequestTrailers
+	msgResponseHeaders
+	msgResponseBody
+	msgResponseTrailers
+)
+
+var messageNames = [...]string{"unknown", "request_headers", "request_body", "request_trailers",
+	"response_headers", "response_body", "response_trailers"}
+
+func (m message) String() string { return messageNames[m] }
+
+// kindOf returns the kind of req.
+func kindOf(req *extprocv3.ProcessingRequest) message {
+	switch req.GetRequest().(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders:
+		return msgRequestHeaders
+	case *extprocv3.ProcessingRequest_RequestBody:
+		return msgRequestBody
+	case *extprocv3.ProcessingRequest_RequestTrailers:
+		return msgRequestTrailers
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		return msgResponseHeaders
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		return msgResponseBody
+	case *extprocv3.ProcessingRequest_ResponseTrailers:
+		return msgResponseTrailers
+	}
+	return msgUnknown
+}
+
+// protocolError is a message a stream refused: one of a kind it cannot
+// answer, or one its phase does not accept.
+type protocolError struct {
+	msg   message
+	phase phase // the phase that refused it
+}
+
+func (e *protocolError) Error() string {
+	if e.msg == msgUnknown {
+		return fmt.Sprintf("extproc: unknown message kind in phase %s", e.phase)
+	}
+	return fmt.Sprintf("extproc: %s message out of phase %s", e.msg, e.phase)
+}
+
+// code is the gRPC status the stream ends with: InvalidArgument for a
+// message the router cannot read, FailedPrecondition for one that is well
+// formed but out of phase.
+func (e *protocolError) code() codes.Code {
+	if e.msg == msgUnknown {
+		return codes.InvalidArgument
+	}
+	return codes.FailedPrecondition
+}
