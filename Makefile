@@ -31,7 +31,7 @@ nocgo:
 	CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/dualmap
 
 bench:
-	$(GO) test -run '^$$' -bench=. -benchmem ./scheduler/ ./extproc/
+	$(GO) test -run '^$$' -bench=. -benchmem ./scheduler/ ./internal/extproc/
 
 # lint: gofmt, go vet and staticcheck (installed by scripts/staticcheck.sh
 # into the cache outside the repository when missing), also over the code
@@ -45,7 +45,7 @@ lint:
 	@sc=$$(GO=$(GO) bash scripts/staticcheck.sh | tail -n 1) && set -x && \
 	"$$sc" ./... && \
 	"$$sc" -tags e2e ./e2e/ && \
-	"$$sc" -tags tokenizers ./tokenize/ ./extproc/
+	"$$sc" -tags tokenizers ./internal/tokenize/ ./internal/extproc/
 
 # run: Envoy on localhost:8080 -> dualmap -> 4 simulated engines (Ctrl-C stops).
 run:
@@ -76,4 +76,4 @@ libtokenizers:
 	bash scripts/libtokenizers.sh
 
 test-tokenizers: libtokenizers
-	CGO_ENABLED=1 CGO_LDFLAGS="-L$(TOKLIB_DIR)" $(GO) test -tags tokenizers -race -count=1 ./tokenize/ ./extproc/
+	CGO_ENABLED=1 CGO_LDFLAGS="-L$(TOKLIB_DIR)" $(GO) test -tags tokenizers -race -count=1 ./internal/tokenize/ ./internal/extproc/

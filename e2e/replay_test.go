@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dualmap/dualmap/replay"
-	"github.com/dualmap/dualmap/sim"
-	"github.com/dualmap/dualmap/sim/trace"
+	"github.com/dualmap/dualmap/internal/replay"
+	"github.com/dualmap/dualmap/internal/sim"
+	"github.com/dualmap/dualmap/internal/sim/trace"
 )
 
 // A slice of the conversation trace replayed through the whole stack with

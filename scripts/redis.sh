@@ -7,7 +7,7 @@
 #
 # State (pid and log files) lives in ${DUALMAP_REDIS_DIR:-${TMPDIR:-/tmp}/dualmap-redis}.
 # The Go tests of package state do not need this: they start their own
-# servers (state/redistest_test.go). Needs redis-server (Debian:
+# servers (internal/state/redistest_test.go). Needs redis-server (Debian:
 # apt-get install -y redis-server).
 set -euo pipefail
 

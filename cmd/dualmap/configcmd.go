@@ -5,7 +5,7 @@ import (
 	"io"
 
 	"github.com/dualmap/dualmap/cmd/dualmap/internal/cli"
-	"github.com/dualmap/dualmap/config"
+	"github.com/dualmap/dualmap/internal/config"
 )
 
 const configUsage = `usage:

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/dualmap/dualmap/cmd/dualmap/internal/cli"
-	"github.com/dualmap/dualmap/sim/engine"
-	"github.com/dualmap/dualmap/sim/httpengine"
+	"github.com/dualmap/dualmap/internal/sim/engine"
+	"github.com/dualmap/dualmap/internal/sim/httpengine"
 )
 
 const engineUsage = `usage: dualmap engine --listen ADDR [flags]

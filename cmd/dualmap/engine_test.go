@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dualmap/dualmap/sim/httpengine"
+	"github.com/dualmap/dualmap/internal/sim/httpengine"
 )
 
 func TestEngineCommandErrors(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/dualmap/dualmap/cmd/dualmap/internal/cli"
-	"github.com/dualmap/dualmap/replay"
-	"github.com/dualmap/dualmap/sim/trace"
+	"github.com/dualmap/dualmap/internal/replay"
+	"github.com/dualmap/dualmap/internal/sim/trace"
 )
 
 const replayUsage = `usage: dualmap replay --trace FILE --url URL [flags]

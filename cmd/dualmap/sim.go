@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/dualmap/dualmap/cmd/dualmap/internal/cli"
+	"github.com/dualmap/dualmap/internal/sim"
+	"github.com/dualmap/dualmap/internal/sim/engine"
+	"github.com/dualmap/dualmap/internal/sim/plots"
+	"github.com/dualmap/dualmap/internal/sim/trace"
 	"github.com/dualmap/dualmap/scheduler"
-	"github.com/dualmap/dualmap/sim"
-	"github.com/dualmap/dualmap/sim/engine"
-	"github.com/dualmap/dualmap/sim/plots"
-	"github.com/dualmap/dualmap/sim/trace"
 )
 
 const simUsage = `usage: dualmap sim [flags]

@@ -20,12 +20,12 @@ func TestServeLinksNoPlotting(t *testing.T) {
 		t.Fatalf("go list -deps: %v", err)
 	}
 	deps := strings.Fields(string(out))
-	if !slices.Contains(deps, "github.com/dualmap/dualmap/extproc") {
+	if !slices.Contains(deps, "github.com/dualmap/dualmap/internal/extproc") {
 		t.Fatalf("go list -deps = %d packages without extproc; the check below would prove nothing", len(deps))
 	}
 	forbidden := []string{
-		"gonum.org",                      // the plotting stack
-		"github.com/dualmap/dualmap/sim", // the simulator, sim/plots included
+		"gonum.org", // the plotting stack
+		"github.com/dualmap/dualmap/internal/sim", // the simulator, sim/plots included
 	}
 	for _, d := range deps {
 		for _, f := range forbidden {

@@ -28,9 +28,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dualmap/dualmap/cmd/dualmap/internal/cli"
-	"github.com/dualmap/dualmap/config"
-	"github.com/dualmap/dualmap/extproc"
-	"github.com/dualmap/dualmap/state"
+	"github.com/dualmap/dualmap/internal/config"
+	"github.com/dualmap/dualmap/internal/extproc"
+	"github.com/dualmap/dualmap/internal/state"
 )
 
 // Run runs `dualmap serve` with args, the arguments after "serve", until

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/dualmap/dualmap/config"
+	"github.com/dualmap/dualmap/internal/config"
 )
 
 func TestServeEndToEndLifecycle(t *testing.T) {

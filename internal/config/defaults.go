@@ -1,0 +1,148 @@
+package config
+
+import (
+	"time"
+
+	"github.com/dualmap/dualmap/internal/tokenize"
+	"github.com/dualmap/dualmap/scheduler"
+)
+
+// Defaults, written once. The settings a pool hands to its scheduler
+// (policy, candidates, cache_tokens, per_token_seconds, slo.default and the
+// queue's order, late_requests and late_idle_running) take the scheduler's
+// defaults, scheduler.DefaultConfig; the constants here are the router's
+// own, where it differs from the scheduler or the scheduler has none.
+const (
+	DefaultGRPC  = ":9002"
+	DefaultAdmin = ":9090"
+	// DefaultBlockSize is vLLM's KV-cache block size: the router hashes
+	// prompts in the engines' blocks (the scheduler's own default, 512
+	// tokens, is the Mooncake traces' block).
+	DefaultBlockSize    = tokenize.DefaultBlockSize
+	DefaultMaxBodyBytes = 4 << 20
+	// DefaultQueueBudget is one engine step's worth of prefill tokens (the
+	// scheduler's own default is no router queue).
+	DefaultQueueBudget = 20480
+	// DefaultMaxQueueWait bounds a wait in the router queue (the
+	// scheduler's own default is no bound).
+	DefaultMaxQueueWait = 30 * time.Second
+	DefaultHeader       = "x-gateway-destination-endpoint"
+	DefaultSLOHeader    = "x-dualmap-slo"
+	ModeOverrideHost    = "override-host"
+	ModeOriginalDst     = "original-dst"
+)
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	sd := scheduler.DefaultConfig()
+	if c.Listen.GRPC == "" {
+		c.Listen.GRPC = DefaultGRPC
+	}
+	if c.Listen.Admin == "" {
+		c.Listen.Admin = DefaultAdmin
+	}
+	pools := make([]Pool, len(c.Pools))
+	for i, p := range c.Pools {
+		if p.Name == "" {
+			p.Name = "default"
+		}
+		if len(p.Models) == 0 {
+			p.Models = []string{"*"}
+		}
+		if p.BlockSize == 0 {
+			p.BlockSize = DefaultBlockSize
+		}
+		if p.CacheTokens == 0 {
+			p.CacheTokens = sd.CacheTokens
+		}
+		if p.PerTokenSeconds == 0 {
+			p.PerTokenSeconds = sd.Cost.PerToken
+		}
+		if p.Candidates == 0 {
+			p.Candidates = sd.Candidates
+		}
+		if p.Policy.Name == "" {
+			p.Policy.Name = sd.Policy
+		}
+		if p.Metrics.Path == "" {
+			p.Metrics.Path = "/metrics"
+		}
+		if p.Metrics.Interval == 0 {
+			p.Metrics.Interval = time.Second
+		}
+		if p.DNS != nil && p.DNS.Interval == 0 {
+			d := *p.DNS
+			d.Interval = 10 * time.Second
+			p.DNS = &d
+		}
+		pools[i] = p
+	}
+	c.Pools = pools
+	if c.SLO.Default == 0 {
+		c.SLO.Default = sd.SLO
+	}
+	if c.Limits.MaxBodyBytes == 0 {
+		c.Limits.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.Limits.QueueBudgetTokens == 0 {
+		c.Limits.QueueBudgetTokens = DefaultQueueBudget
+	}
+	if c.Limits.MaxQueueWait == 0 {
+		c.Limits.MaxQueueWait = DefaultMaxQueueWait
+	}
+	if c.Limits.QueueOrder == "" {
+		c.Limits.QueueOrder = sd.Queue.Order
+	}
+	if c.Limits.LateRequests == "" {
+		c.Limits.LateRequests = sd.Queue.Late
+	}
+	if c.Limits.LateIdleRunning == 0 {
+		c.Limits.LateIdleRunning = sd.Queue.IdleRunning
+	}
+	if c.Routing.Header == "" {
+		c.Routing.Header = DefaultHeader
+	}
+	if c.Routing.Mode == "" {
+		c.Routing.Mode = ModeOverrideHost
+	}
+	if c.Routing.ResponseBody == "" {
+		c.Routing.ResponseBody = "streamed"
+	}
+	if c.Routing.SLOHeader == "" {
+		c.Routing.SLOHeader = DefaultSLOHeader
+	}
+	if c.Health.Path == "" {
+		c.Health.Path = "/health"
+	}
+	if c.Health.Interval == 0 {
+		c.Health.Interval = 5 * time.Second
+	}
+	if c.Health.Timeout == 0 {
+		c.Health.Timeout = time.Second
+	}
+	if c.Health.Backoff == 0 {
+		c.Health.Backoff = 2 * time.Second
+	}
+	if c.Health.MaxBackoff == 0 {
+		c.Health.MaxBackoff = time.Minute
+	}
+	if c.State.Backend == "" {
+		c.State.Backend = "memory"
+	}
+	if c.State.Redis.PasswordEnv == "" {
+		c.State.Redis.PasswordEnv = "DUALMAP_REDIS_PASSWORD"
+	}
+	if c.State.Redis.KeyPrefix == "" {
+		c.State.Redis.KeyPrefix = "dualmap"
+	}
+	if c.State.Redis.Heartbeat == 0 {
+		c.State.Redis.Heartbeat = 100 * time.Millisecond
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
+	return c
+}

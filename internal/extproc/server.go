@@ -1,0 +1,258 @@
+package extproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/dualmap/dualmap/internal/config"
+)
+
+// Options are a Server's dependencies. Zero values mean defaults.
+type Options struct {
+	Logger   *slog.Logger          // default: discard
+	Registry prometheus.Registerer // default: no metrics registration
+	// HTTPClient runs health checks (default: a client with the
+	// configured timeout).
+	HTTPClient *http.Client
+	Now        func() time.Time // default time.Now
+	// TickInterval is how often the schedulers' periodic work runs
+	// (default 100ms).
+	TickInterval time.Duration
+	// Getenv reads secrets named by the configuration (default os.Getenv).
+	Getenv func(string) string
+	// Replica names this replica in shared state (default: host-pid-random).
+	Replica string
+}
+
+// Server is the ext_proc service. Create it with New, register it on a
+// gRPC server with Register, start its background work with Run.
+type Server struct {
+	extprocv3.UnimplementedExternalProcessorServer
+
+	cfg     config.Config
+	log     *slog.Logger
+	m       *metrics
+	now     func() time.Time
+	tick    time.Duration
+	client  *http.Client
+	pools   []*pool
+	byModel map[string]*pool
+	def     *pool // the "*" pool, or nil
+	seq     atomic.Uint64
+
+	bgMu sync.Mutex // serializes background changes (health, membership, rebalancing)
+}
+
+// New builds the pools of cfg (tokenizers, schedulers).
+func New(cfg config.Config, opt Options) (*Server, error) {
+	s := &Server{cfg: cfg, log: opt.Logger, now: opt.Now, tick: opt.TickInterval, client: opt.HTTPClient, byModel: map[string]*pool{}}
+	if s.log == nil {
+		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.tick == 0 {
+		s.tick = 100 * time.Millisecond
+	}
+	if s.client == nil {
+		s.client = &http.Client{Timeout: cfg.Health.Timeout}
+	}
+	s.m = newMetrics(opt.Registry)
+	for _, pc := range cfg.Pools {
+		store, err := newStore(cfg, pc.Name, opt, s.log)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("extproc: pool %s: %w", pc.Name, err)
+		}
+		p, err := newPool(cfg, pc, s.now, store)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("extproc: %w", err)
+		}
+		if p.coord, err = newCoordinator(cfg, p, s.tick, s.now); err != nil {
+			s.pools = append(s.pools, p) // for Close
+			s.Close()
+			return nil, fmt.Errorf("extproc: %w", err)
+		}
+		s.pools = append(s.pools, p)
+		for _, model := range pc.Models {
+			if model == "*" {
+				s.def = p
+			} else {
+				s.byModel[model] = p
+			}
+		}
+	}
+	return s, nil
+}
+
+// Register adds the ext_proc service to g.
+func (s *Server) Register(g *grpc.Server) { extprocv3.RegisterExternalProcessorServer(g, s) }
+
+// Close releases the tokenizers and the shared-state connections. Call it
+// after Run has returned.
+func (s *Server) Close() {
+	for _, p := range s.pools {
+		p.encoder.Close()
+		if c, ok := p.store.(interface{ Close() error }); ok {
+			c.Close()
+		}
+	}
+}
+
+// poolFor returns the pool serving model.
+func (s *Server) poolFor(model string) (*pool, error) {
+	if p, ok := s.byModel[model]; ok {
+		return p, nil
+	}
+	if s.def != nil {
+		return s.def, nil
+	}
+	return nil, fmt.Errorf("%w: %q", errModelNotFound, model)
+}
+
+// Ready reports whether every pool has at least one ready instance.
+func (s *Server) Ready() error {
+	for _, p := range s.pools {
+		if _, err := p.sched.AnyReady(0); err != nil {
+			return fmt.Errorf("pool %s: %w", p.name, err)
+		}
+	}
+	return nil
+}
+
+// Run does the background work until ctx ends: scheduler ticks (queue
+// expiry, rebalancing, dispatch), health checks, DNS re-resolution and
+// metric gauges.
+func (s *Server) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); s.ticker(ctx) }()
+	for i, pc := range s.cfg.Pools {
+		p := s.pools[i]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.store.Run(ctx, p.coord); err != nil {
+				s.log.Error("shared state stopped", "pool", p.name, "error", err)
+			}
+		}()
+		wg.Add(1)
+		go func() { defer wg.Done(); s.healthLoop(ctx, p) }()
+		if pc.DNS != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); s.dnsLoop(ctx, p, *pc.DNS) }()
+		}
+		if pc.Metrics.Enabled {
+			wg.Add(1)
+			go func() { defer wg.Done(); s.metricsLoop(ctx, p, pc.Metrics) }()
+		}
+	}
+	wg.Wait()
+}
+
+func (s *Server) ticker(ctx context.Context) {
+	t := time.NewTicker(s.tick)
+	defer t.Stop()
+	gauges := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, p := range s.pools {
+			p.sched.Tick()
+			if p.shared && p.sched.Rebalances() {
+				p.coord.Rebalance(ctx) // leased: see coord.Coordinator.Rebalance
+			}
+		}
+		if gauges++; gauges%10 == 0 {
+			s.updateGauges()
+		}
+	}
+}
+
+// background runs f, one such change at a time, so that a health or
+// membership decision taken earlier never overwrites a later one.
+func (s *Server) background(f func()) {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	f()
+}
+
+func (s *Server) updateGauges() {
+	for _, p := range s.pools {
+		st := p.store.Stats()
+		up := 0.0
+		if st.Up {
+			up = 1
+		}
+		s.m.stateUp.WithLabelValues(p.name).Set(up)
+		s.m.stateDelay.WithLabelValues(p.name).Set(st.PropagationP99.Seconds())
+		s.m.queueDepth.WithLabelValues(p.name).Set(float64(p.sched.QueueLen()))
+		for _, st := range p.sched.Instances() {
+			s.m.pending.WithLabelValues(p.name, st.ID).Set(float64(st.QueuedTokens + st.PendingTokens))
+			h := 0.0
+			if st.Healthy && !st.Draining {
+				h = 1
+			}
+			s.m.healthy.WithLabelValues(p.name, st.ID).Set(h)
+		}
+	}
+}
+
+// Process serves one ext_proc stream, i.e. one HTTP request: each message
+// is answered in turn, and a message the stream refuses ends it with a gRPC
+// error (Envoy then fails the request) after releasing what it held.
+func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
+	st := newStream(s, srv.Context())
+	defer st.finish()
+	for {
+		req, err := srv.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled || errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return status.Errorf(codes.Unknown, "extproc: receive: %v", err)
+		}
+		resp, err := st.handle(req)
+		if err != nil {
+			return s.refused(err)
+		}
+		if resp == nil {
+			continue
+		}
+		if err := srv.Send(resp); err != nil {
+			if status.Code(err) == codes.Canceled {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// refused is the gRPC status that ends a stream that refused a message.
+func (s *Server) refused(err error) error {
+	var pe *protocolError
+	if !errors.As(err, &pe) {
+		return status.Errorf(codes.Internal, "extproc: %v", err)
+	}
+	s.m.errors.WithLabelValues("protocol_violation").Inc()
+	s.log.Debug("ext_proc stream refused", "message", pe.msg, "phase", pe.phase, "code", pe.code())
+	return status.Error(pe.code(), pe.Error())
+}

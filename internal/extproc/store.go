@@ -1,0 +1,56 @@
+package extproc
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/dualmap/dualmap/internal/config"
+	"github.com/dualmap/dualmap/internal/coord"
+	"github.com/dualmap/dualmap/internal/state"
+)
+
+// newStore returns the shared state of one pool: in memory (nothing shared)
+// or Redis.
+func newStore(c config.Config, pool string, opt Options, log *slog.Logger) (state.Store, error) {
+	if c.State.Backend != "redis" {
+		return state.NewMemory(), nil
+	}
+	getenv := opt.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	pw, err := c.RedisPassword(getenv)
+	if err != nil {
+		return nil, err
+	}
+	r := c.State.Redis
+	ro := state.RedisOptions{
+		Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username, Password: pw, DB: r.DB,
+		Prefix: r.KeyPrefix, Pool: pool, Replica: opt.Replica, Logger: log,
+	}
+	if r.TLS {
+		ro.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	st, err := state.NewRedis(ro)
+	if err != nil {
+		return nil, fmt.Errorf("redis state: %w", err)
+	}
+	return st, nil
+}
+
+// newCoordinator returns the Coordinator of pool p over its store: the
+// configured heartbeat, migration leases of two ticks.
+func newCoordinator(c config.Config, p *pool, tick time.Duration, now func() time.Time) (*coord.Coordinator, error) {
+	co, err := coord.New(p.store, p.sched, coord.Options{
+		Heartbeat: c.State.Redis.Heartbeat,
+		LeaseTTL:  2 * tick,
+		Now:       now,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pool %s: %w", p.name, err)
+	}
+	return co, nil
+}

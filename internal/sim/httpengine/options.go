@@ -1,0 +1,100 @@
+package httpengine
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/dualmap/dualmap/internal/sim/engine"
+	"github.com/dualmap/dualmap/internal/tokenize"
+)
+
+// Defaults for the zero fields of Options.
+const (
+	DefaultProfile      = "qwen2.5-7b-910b4"
+	DefaultBlockSize    = tokenize.DefaultBlockSize // vLLM's, as the router's pools
+	DefaultModel        = "dualmap-sim"
+	DefaultTimeScale    = 1
+	DefaultOutputTokens = 64
+	DefaultName         = "engine"
+)
+
+// Options configure a Server. Zero fields take the defaults above.
+type Options struct {
+	// Profile is the engine model; a zero Profile (no Name) means the
+	// embedded DefaultProfile. Its BlockSize is replaced by BlockSize.
+	Profile engine.Profile
+	// BlockSize is the number of tokens per hash block of a prompt and per
+	// cache block of the engine. It must match the router pool's
+	// block_size for the router's cache estimate to agree with the engine.
+	BlockSize int
+	// Model is the model name listed by /v1/models and set as the
+	// model_name label of the metrics. Requests may name any model; a
+	// response reports the request's.
+	Model string
+	// TimeScale is simulated seconds per wall second: 10 runs ten times
+	// faster than the profile. Must be positive and finite.
+	TimeScale float64
+	// OutputTokens is how many tokens a request generates unless its
+	// max_tokens is lower (then max_tokens, finish_reason "length"). A
+	// request with "ignore_eos": true and max_tokens generates exactly
+	// max_tokens, as in vLLM.
+	OutputTokens int
+
+	// ErrorRate is the fraction of inference requests answered 500, from
+	// 0 to 1; which ones is deterministic given Seed and arrival order.
+	ErrorRate float64
+	// AddedLatency is a wall delay before every response except
+	// /admin/fault's.
+	AddedLatency time.Duration
+	// Seed seeds the choice of failed requests.
+	Seed uint64
+
+	// Name names this instance (e.g. its address) in the x-engine-name
+	// response header and the engine_name metrics label.
+	Name string
+}
+
+// withDefaults returns o with its zero fields filled in, or an error naming
+// every invalid field.
+func (o Options) withDefaults() (Options, error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("httpengine: "+format, args...)) }
+	if o.Profile.Name == "" {
+		p, err := engine.LoadProfile(DefaultProfile)
+		if err != nil {
+			return o, fmt.Errorf("httpengine: default profile: %w", err)
+		}
+		o.Profile = p
+	}
+	if o.BlockSize == 0 {
+		o.BlockSize = DefaultBlockSize
+	}
+	if o.BlockSize < 0 {
+		bad("BlockSize must be >= 1, got %d", o.BlockSize)
+	}
+	o.Profile.BlockSize = o.BlockSize
+	if o.Model == "" {
+		o.Model = DefaultModel
+	}
+	if o.TimeScale == 0 {
+		o.TimeScale = DefaultTimeScale
+	}
+	if !(o.TimeScale > 0) || math.IsInf(o.TimeScale, 0) {
+		bad("TimeScale must be positive and finite, got %g", o.TimeScale)
+	}
+	if o.OutputTokens == 0 {
+		o.OutputTokens = DefaultOutputTokens
+	}
+	if o.OutputTokens < 0 {
+		bad("OutputTokens must be >= 1, got %d", o.OutputTokens)
+	}
+	if err := (Faults{ErrorRate: o.ErrorRate, AddedLatency: o.AddedLatency}).validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.Name == "" {
+		o.Name = DefaultName
+	}
+	return o, errors.Join(errs...)
+}

@@ -1,0 +1,128 @@
+package state
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/dualmap/dualmap/internal/proto/statepb"
+	"github.com/dualmap/dualmap/scheduler"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+func TestLoadEncoding(t *testing.T) {
+	tests := []struct {
+		name string
+		in   scheduler.Load
+		want scheduler.Load
+	}{
+		{"zero", scheduler.Load{}, scheduler.Load{}},
+		{"all fields", scheduler.Load{Queued: 1, QueuedTokens: 300, PendingTokens: 1 << 20, Running: 7}, scheduler.Load{Queued: 1, QueuedTokens: 300, PendingTokens: 1 << 20, Running: 7}},
+		{"negative encodes as zero", scheduler.Load{Queued: -1, Running: 2}, scheduler.Load{Running: 2}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := decodeLoad(string(appendLoad(nil, tt.in)))
+			if err != nil || got != tt.want {
+				t.Errorf("decodeLoad(appendLoad(%+v)) = %+v, %v; want %+v, nil", tt.in, got, err, tt.want)
+			}
+		})
+	}
+	if got := len(appendLoad(nil, scheduler.Load{Queued: 1, Running: 3})); got != 4 {
+		t.Errorf("len(appendLoad(small)) = %d bytes, want 4", got)
+	}
+	// Later versions may append fields.
+	if got, err := decodeLoad(string(append(appendLoad(nil, scheduler.Load{Running: 5}), 9, 9))); err != nil || got.Running != 5 {
+		t.Errorf("decodeLoad(with trailing fields) = %+v, %v; want Running 5", got, err)
+	}
+	for _, bad := range []string{"", "\x01\x02", "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"} {
+		if _, err := decodeLoad(bad); !errors.Is(err, errBadLoad) {
+			t.Errorf("decodeLoad(%q) error = %v, want errBadLoad", bad, err)
+		}
+	}
+}
+
+func TestEncodeBatches(t *testing.T) {
+	big := make([]uint64, maxEntryBlocks-1)
+	tests := []struct {
+		name    string
+		recs    []record
+		entries []int // dispatches per entry
+	}{
+		{"empty", nil, nil},
+		{"one entry", []record{{"a", []uint64{1, 2}}, {"b", []uint64{3}}}, []int{2}},
+		{"split when over maxEntryBlocks", []record{{"a", big}, {"b", []uint64{1, 2}}, {"c", []uint64{3}}}, []int{1, 2}},
+		{"an oversized record gets its own entry", []record{{"a", []uint64{1}}, {"b", make([]uint64, maxEntryBlocks+1)}}, []int{1, 1}},
+	}
+	at := time.Unix(1_700_000_000, 5)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := encodeBatches("r1", tt.recs, at)
+			if err != nil {
+				t.Fatalf("encodeBatches() error = %v", err)
+			}
+			if len(out) != len(tt.entries) {
+				t.Fatalf("encodeBatches() = %d entries, want %d", len(out), len(tt.entries))
+			}
+			var all []record
+			for i, e := range out {
+				var msg statepb.DispatchBatch
+				if err := decodeBatch(string(e), &msg); err != nil {
+					t.Fatalf("decodeBatch(entry %d) error = %v", i, err)
+				}
+				if msg.Replica != "r1" || msg.UnixNanos != at.UnixNano() || len(msg.Dispatches) != tt.entries[i] {
+					t.Errorf("entry %d = replica %q, unix_nanos %d, %d dispatches; want r1, %d, %d", i, msg.Replica, msg.UnixNanos, len(msg.Dispatches), at.UnixNano(), tt.entries[i])
+				}
+				for _, d := range msg.Dispatches {
+					all = append(all, record{d.Instance, d.Blocks})
+				}
+			}
+			if !slices.EqualFunc(all, tt.recs, func(x, y record) bool {
+				return x.instance == y.instance && slices.Equal(x.blocks, y.blocks)
+			}) {
+				t.Errorf("decoded records differ from the encoded ones")
+			}
+		})
+	}
+}
+
+// TestWireFormat pins the encoding to proto/state.proto by decoding with
+// the low-level wire reader: field numbers and packed fixed64 blocks.
+func TestWireFormat(t *testing.T) {
+	out, err := encodeBatches("r", []record{{"i", []uint64{1, 2}}}, time.Unix(0, 9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := protowire.AppendTag(nil, 1, protowire.BytesType)
+	want = protowire.AppendString(want, "r")
+	var d []byte
+	d = protowire.AppendTag(d, 1, protowire.BytesType)
+	d = protowire.AppendString(d, "i")
+	var packed []byte
+	packed = protowire.AppendFixed64(packed, 1)
+	packed = protowire.AppendFixed64(packed, 2)
+	d = protowire.AppendTag(d, 2, protowire.BytesType)
+	d = protowire.AppendBytes(d, packed)
+	want = protowire.AppendTag(want, 2, protowire.BytesType)
+	want = protowire.AppendBytes(want, d)
+	want = protowire.AppendTag(want, 3, protowire.VarintType)
+	want = protowire.AppendVarint(want, 9)
+	if got := out[0]; !slices.Equal(got, want) {
+		t.Errorf("encodeBatches() = %x, want %x", got, want)
+	}
+}
+
+func TestKeyDepthEncoding(t *testing.T) {
+	b, err := encodeKeyDepth([]uint64{1, 1 << 63}, 7, "r2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kd, err := decodeKeyDepth(string(b))
+	if err != nil || !slices.Equal(kd.Splits, []uint64{1, 1 << 63}) || kd.Version != 7 || kd.Leader != "r2" {
+		t.Errorf("decodeKeyDepth() = %v, %v; want splits [1 2^63], version 7, leader r2", kd, err)
+	}
+	if _, err := decodeKeyDepth("\xff"); err == nil {
+		t.Error("decodeKeyDepth(garbage) error = nil")
+	}
+}
