@@ -3,6 +3,8 @@ package scheduler
 import (
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,33 +35,68 @@ type InstanceState struct {
 	CostPerToken  float64
 }
 
-// instance is the scheduler's live state of one member. Guarded by
-// Scheduler.mu.
+// instance is the scheduler's live state of one member.
+//
+// Its load figures are atomics (see counter), so that policies read a
+// candidate's load without a lock; they are changed under the locks named
+// in the Scheduler's comment. kv and the windowed load have their own lock.
 type instance struct {
 	Instance
-	idx      int // position in Scheduler.members, -1 once removed
+	idx      int // position in Scheduler.members, -1 once removed; guarded by Scheduler.mu
 	healthy  bool
 	draining bool
 
-	kv  *kvIndex
 	est *estimator // shared by the pool unless Cost.PerInstance
 
-	queue         []*Request // router queue, unordered; see queue.go
-	queuedTokens  int
-	lateTokens    int // of queuedTokens, late requests' as of the last drain: they wait behind every other
-	pendingTokens int
-	running       int
-	remote        Load // other replicas' contribution, as last reported
+	queue []*Request // router queue, unordered; see queue.go. Guarded by Scheduler.mu
+
+	nqueued       counter // len(queue)
+	queuedTokens  counter
+	lateTokens    counter // of queuedTokens, late requests' as of the last drain: they wait behind every other
+	pendingTokens counter
+	running       counter
+	remote        remoteLoad // other replicas' contribution, as last reported
 	// engine is what the instance itself last reported (its metrics), and
 	// avgUncached an average of the uncached tokens of requests sent to it,
 	// to turn the engine's queue length into tokens.
-	engine      EngineLoad
-	avgUncached float64
+	engineWaiting, engineRunning counter
+	avgUncached                  atomicFloat
 
+	mu sync.RWMutex // guards kv, recent and recentAt
+	kv *kvIndex
 	// recent is an exponentially decayed sum of the uncached tokens of
 	// requests routed here (Preble's windowed load), as of recentAt.
 	recent   float64
 	recentAt time.Duration
+}
+
+// counter is a load figure that policies read while it changes.
+type counter struct{ v atomic.Int64 }
+
+func (c *counter) get() int  { return int(c.v.Load()) }
+func (c *counter) add(n int) { c.v.Add(int64(n)) }
+func (c *counter) set(n int) { c.v.Store(int64(n)) }
+
+// atomicFloat is a float64 that policies read while it changes.
+type atomicFloat struct{ bits atomic.Uint64 }
+
+func (f *atomicFloat) get() float64  { return math.Float64frombits(f.bits.Load()) }
+func (f *atomicFloat) set(v float64) { f.bits.Store(math.Float64bits(v)) }
+
+// remoteLoad is Load, readable while SetRemoteLoad changes it.
+type remoteLoad struct {
+	Queued, QueuedTokens, PendingTokens, Running counter
+}
+
+func (l *remoteLoad) load() Load {
+	return Load{Queued: l.Queued.get(), QueuedTokens: l.QueuedTokens.get(), PendingTokens: l.PendingTokens.get(), Running: l.Running.get()}
+}
+
+func (l *remoteLoad) store(v Load) {
+	l.Queued.set(v.Queued)
+	l.QueuedTokens.set(v.QueuedTokens)
+	l.PendingTokens.set(v.PendingTokens)
+	l.Running.set(v.Running)
 }
 
 func (in *instance) ready() bool { return in.healthy && !in.draining && in.idx >= 0 }
@@ -69,8 +106,8 @@ func (in *instance) ready() bool { return in.healthy && !in.draining && in.idx >
 // engine reports a longer queue of its own (traffic the routers do not
 // see, estimates that drifted), that queue at the average request size.
 func (in *instance) ahead() int {
-	own := in.queuedTokens - in.lateTokens + in.pendingTokens + in.remote.QueuedTokens + in.remote.PendingTokens
-	return max(own, int(float64(in.engine.Waiting)*in.avgUncached))
+	own := in.queuedTokens.get() - in.lateTokens.get() + in.pendingTokens.get() + in.remote.QueuedTokens.get() + in.remote.PendingTokens.get()
+	return max(own, int(float64(in.engineWaiting.get())*in.avgUncached.get()))
 }
 
 // EngineLoad is the load an instance reports about itself (e.g. vLLM's
@@ -82,7 +119,7 @@ type EngineLoad struct {
 // requests is the number of requests running or queued for the instance,
 // across replicas.
 func (in *instance) requests() int {
-	return in.running + len(in.queue) + in.remote.Running + in.remote.Queued
+	return in.running.get() + in.nqueued.get() + in.remote.Running.get() + in.remote.Queued.get()
 }
 
 // Load is one replica's contribution to an instance's load.
@@ -95,21 +132,43 @@ type Load struct {
 
 // cachedTokens estimates how many of r's prompt tokens the instance holds.
 func (in *instance) cachedTokens(r *Request, blockSize int) int {
-	return min(in.kv.cachedBlocks(r.Blocks)*blockSize, r.Tokens)
+	in.mu.RLock()
+	n := in.kv.cachedBlocks(r.Blocks)
+	in.mu.RUnlock()
+	return min(n*blockSize, r.Tokens)
+}
+
+// addKV records blocks as cached on the instance.
+func (in *instance) addKV(blocks []uint64) {
+	in.mu.Lock()
+	in.kv.add(blocks)
+	in.mu.Unlock()
 }
 
 // addRecent adds tokens to the windowed load at now.
 func (in *instance) addRecent(now time.Duration, tokens float64) {
-	in.recent = in.recentLoad(now, prebleWindow) + tokens
+	in.mu.Lock()
+	in.addRecentLocked(now, tokens)
+	in.mu.Unlock()
+}
+
+func (in *instance) addRecentLocked(now time.Duration, tokens float64) {
+	in.recent = in.recentLoadLocked(now, prebleWindow) + tokens
 	in.recentAt = now
 }
 
 // inFlight is the number of requests dispatched to the instance and not
 // completed, by every replica (the others' as last reported).
-func (in *instance) inFlight() int { return in.running + in.remote.Running }
+func (in *instance) inFlight() int { return in.running.get() + in.remote.Running.get() }
 
 // recentLoad returns the decayed windowed load at now with time constant tau.
 func (in *instance) recentLoad(now, tau time.Duration) float64 {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	return in.recentLoadLocked(now, tau)
+}
+
+func (in *instance) recentLoadLocked(now, tau time.Duration) float64 {
 	if in.recent == 0 || now <= in.recentAt {
 		return in.recent
 	}
@@ -117,11 +176,15 @@ func (in *instance) recentLoad(now, tau time.Duration) float64 {
 }
 
 func (in *instance) state() InstanceState {
+	in.mu.RLock()
+	blocks := in.kv.len()
+	in.mu.RUnlock()
 	return InstanceState{
 		ID: in.ID, Healthy: in.healthy, Draining: in.draining,
-		Queued: len(in.queue), QueuedTokens: in.queuedTokens,
-		PendingTokens: in.pendingTokens, Running: in.running, Remote: in.remote, Engine: in.engine,
-		CachedBlocks: in.kv.len(), CostPerToken: in.est.cost,
+		Queued: in.nqueued.get(), QueuedTokens: in.queuedTokens.get(),
+		PendingTokens: in.pendingTokens.get(), Running: in.running.get(), Remote: in.remote.load(),
+		Engine:       EngineLoad{Waiting: in.engineWaiting.get(), Running: in.engineRunning.get()},
+		CachedBlocks: blocks, CostPerToken: in.est.cost(),
 	}
 }
 

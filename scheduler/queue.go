@@ -146,7 +146,8 @@ func (s *Scheduler) enqueue(in *instance, r *Request, now time.Duration) {
 	r.inst = in
 	r.qpos = len(in.queue)
 	in.queue = append(in.queue, r)
-	in.queuedTokens += r.uncached
+	in.nqueued.set(len(in.queue))
+	in.queuedTokens.add(r.uncached)
 	r.dec.Queued = true
 }
 
@@ -159,16 +160,17 @@ func (s *Scheduler) dequeue(r *Request) {
 	moved.qpos = r.qpos
 	in.queue[last] = nil
 	in.queue = in.queue[:last]
-	in.queuedTokens -= r.uncached
+	in.nqueued.set(last)
+	in.queuedTokens.add(-r.uncached)
 	if len(in.queue) == 0 {
-		in.lateTokens = 0
+		in.lateTokens.set(0)
 	}
-	in.lateTokens = min(in.lateTokens, in.queuedTokens)
+	in.lateTokens.set(min(in.lateTokens.get(), in.queuedTokens.get()))
 }
 
 func (s *Scheduler) admissible(in *instance, r *Request) bool {
 	b := s.cfg.Queue.Budget
-	p := in.pendingTokens + in.remote.PendingTokens
+	p := in.pendingTokens.get() + in.remote.PendingTokens.get()
 	if m := s.cfg.Queue.MaxRunning; m > 0 && in.inFlight() >= m {
 		return false
 	}
@@ -189,7 +191,7 @@ func (s *Scheduler) priority(in *instance, r *Request, now time.Duration) float6
 
 // idle reports whether in may take a late request under LateIdle.
 func (s *Scheduler) idle(in *instance) bool {
-	return in.pendingTokens == 0 && in.inFlight() < s.cfg.Queue.IdleRunning
+	return in.pendingTokens.get() == 0 && in.inFlight() < s.cfg.Queue.IdleRunning
 }
 
 // late reports whether r has missed its SLO whatever happens next: its
@@ -200,7 +202,7 @@ func (s *Scheduler) idle(in *instance) bool {
 // mistake would wait for an idle instance for nothing.
 func (s *Scheduler) late(in *instance, r *Request, now time.Duration) bool {
 	left := (s.sloOf(r) - (now - r.arrived)).Seconds()
-	return left < min(in.est.cost, s.cfg.Cost.PerToken)*float64(r.uncached)
+	return left < min(in.est.cost(), s.cfg.Cost.PerToken)*float64(r.uncached)
 }
 
 // top returns the index of the request to dispatch next from in's queue.
@@ -208,16 +210,17 @@ func (s *Scheduler) late(in *instance, r *Request, now time.Duration) bool {
 func (s *Scheduler) top(in *instance, now time.Duration) int {
 	best := 0
 	bp := math.Inf(-1)
-	in.lateTokens = 0
+	late := 0
 	for i, r := range in.queue {
 		p := s.priority(in, r, now)
 		if p < -lateRank/2 {
-			in.lateTokens += r.uncached
+			late += r.uncached
 		}
 		if p > bp || (p == bp && r.enqueued < in.queue[best].enqueued) {
 			best, bp = i, p
 		}
 	}
+	in.lateTokens.set(late)
 	return best
 }
 
@@ -232,7 +235,7 @@ func (s *Scheduler) drain(in *instance, now time.Duration) {
 			if s.cfg.Queue.Late == LateReject {
 				s.dequeue(r)
 				r.state = stateDone
-				s.stats.Late++
+				s.stats.Late.Add(1)
 				r.notifyFailed(ErrLate)
 				continue
 			}
@@ -259,7 +262,7 @@ func (s *Scheduler) expire(now time.Duration) {
 			}
 			s.dequeue(r) // swaps another request into slot i
 			r.state = stateDone
-			s.stats.Expired++
+			s.stats.Expired.Add(1)
 			r.notifyFailed(ErrQueueTimeout)
 		}
 	}

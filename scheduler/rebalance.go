@@ -101,7 +101,7 @@ func (s *Scheduler) threshold(in *instance) int {
 	if t := s.cfg.Rebalance.PendingTokens; t > 0 {
 		return t
 	}
-	return int(s.cfg.SLO.Seconds() / in.est.cost)
+	return int(s.cfg.SLO.Seconds() / in.est.cost())
 }
 
 // plan fills s.moves. The result aliases scheduler scratch space.
@@ -211,7 +211,7 @@ func (s *Scheduler) apply(moves []Move, now time.Duration) int {
 		r.dec.CachedTokens = r.cached
 		r.dec.EstimatedTTFT = seconds(m.to.est.ttft(m.to.ahead(), r.uncached))
 		s.enqueue(m.to, r, now)
-		s.stats.Migrations++
+		s.stats.Migrations.Add(1)
 		n++
 		s.drain(m.to, now)
 	}

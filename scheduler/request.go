@@ -50,6 +50,11 @@ type Request struct {
 	qpos       int    // index in inst.queue while queued
 	key        uint64 // ring key: the chained hash of the first KeyDepth blocks
 	waiter     Waiter // told when a queued request is dispatched or failed
+
+	// Policy input scratch (see picker.choose): the request already lives
+	// on the heap, so the policy's view of it does not allocate.
+	pview  view
+	pcands [maxCandidates]int32
 }
 
 type reqState uint8

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -101,6 +102,19 @@ type Stats struct {
 	Migrations, Rerouted, Expired, Late, Failed uint64
 }
 
+// stats are the live counters behind Stats.
+type stats struct {
+	Routed, Dispatched, Completed, Cancelled    atomic.Uint64
+	Migrations, Rerouted, Expired, Late, Failed atomic.Uint64
+}
+
+func (c *stats) load() Stats {
+	return Stats{
+		Routed: c.Routed.Load(), Dispatched: c.Dispatched.Load(), Completed: c.Completed.Load(), Cancelled: c.Cancelled.Load(),
+		Migrations: c.Migrations.Load(), Rerouted: c.Rerouted.Load(), Expired: c.Expired.Load(), Late: c.Late.Load(), Failed: c.Failed.Load(),
+	}
+}
+
 // Scheduler routes requests over a pool of instances. All methods are safe
 // for concurrent use; none blocks on anything but its own short lock, none
 // does I/O.
@@ -110,20 +124,22 @@ type Scheduler struct {
 	rebalances bool
 	epoch      time.Time
 
-	mu      sync.Mutex // guards every field below
+	// pick is the routing snapshot (see picker): read without a lock,
+	// replaced under mu.
+	pick  atomic.Pointer[picker]
+	stats stats
+	est   *estimator // the pool's per-token cost (Cost.PerInstance: each instance has its own)
+
+	mu      sync.Mutex // guards every field below, and the instances' queues and flags
 	members []*instance
 	byID    map[string]*instance
-	ready   []bool
+	ready   []bool // never changed once published: refreshReady makes a new one
 	nready  int
-	rings   ringSet
+	rings   *ringSet
 	kd      *keyDepth
-	stats   Stats
-	est     *estimator // the pool's per-token cost (Cost.PerInstance: each instance has its own)
-	moves   []Move     // rebalancer scratch
-	added   []int      // rebalancer scratch, per member
+	moves   []Move // rebalancer scratch
+	added   []int  // rebalancer scratch, per member
 	reroute []*Request
-	view    view                 // policy input scratch
-	cands   [maxCandidates]int32 // policy input scratch
 }
 
 // New returns a Scheduler for cfg over instances (which may be empty).
@@ -140,7 +156,7 @@ func New(cfg Config, instances []Instance) (*Scheduler, error) {
 		byID:   make(map[string]*instance),
 		kd:     newKeyDepth(cfg.KeyDepth, 0, cfg.BlockSize),
 	}
-	s.est = &estimator{cfg: &s.cfg.Cost, cost: s.cfg.Cost.PerToken}
+	s.est = newEstimator(&s.cfg.Cost, s.cfg.Cost.PerToken)
 	if rp, ok := pol.(rebalancing); ok {
 		s.rebalances = rp.rebalance()
 	}
@@ -169,33 +185,23 @@ func checkRequest(r *Request) error {
 	return nil
 }
 
-// keyFor returns r's key depth and ring key.
-func (s *Scheduler) keyFor(r *Request) (int, uint64) {
-	if r.Session != 0 {
-		return 0, r.Session
-	}
-	d := s.kd.depth(r.Blocks)
-	return d, s.kd.key(r.Blocks, d)
-}
-
 // Pick returns where r would go now, without routing it: no state changes,
 // no allocation. For debugging and benchmarks.
 func (s *Scheduler) Pick(r *Request) (Decision, error) {
 	if err := checkRequest(r); err != nil {
 		return Decision{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d, key := s.keyFor(r)
+	p := s.pick.Load()
+	d, key := p.keyFor(r)
 	saved := r.key
 	r.key = key
-	ch, cands, n, err := s.choose(r, s.now())
+	ch, cands, n, err := p.choose(r, s.now())
 	r.key = saved
 	if err != nil {
 		return Decision{}, err
 	}
-	in := s.members[ch.inst]
-	cached := in.cachedTokens(r, s.cfg.BlockSize)
+	in := p.members[ch.inst]
+	cached := in.cachedTokens(r, p.blockSize)
 	dec := Decision{
 		Instance:      in.ID,
 		Reason:        ch.reason,
@@ -203,48 +209,10 @@ func (s *Scheduler) Pick(r *Request) (Decision, error) {
 		CachedTokens:  cached,
 		EstimatedTTFT: seconds(in.est.ttft(in.ahead(), r.Tokens-cached)),
 	}
-	if fb := s.fallback(ch, cands[:n]); fb != nil {
+	if fb := p.fallback(ch, cands[:n]); fb != nil {
 		dec.Fallback = fb.ID
 	}
 	return dec, nil
-}
-
-// choose runs the policy for r at now.
-// The candidates are returned by value; the policy sees them through
-// scheduler-owned scratch space (s.view, s.cands), so nothing escapes to the
-// heap.
-func (s *Scheduler) choose(r *Request, now time.Duration) (choice, [maxCandidates]int32, int, error) {
-	if s.nready == 0 {
-		return choice{}, [maxCandidates]int32{}, 0, ErrNoEndpoint
-	}
-	n := s.rings.candidates(r.key, s.ready, &s.cands)
-	s.view = view{
-		members:   s.members,
-		ready:     s.ready,
-		nready:    s.nready,
-		rings:     &s.rings,
-		blockSize: s.cfg.BlockSize,
-		now:       now,
-		slo:       s.sloOf(r).Seconds(),
-	}
-	cands := s.cands
-	ch, err := s.policy.pick(&s.view, r, s.cands[:n])
-	if err == nil && (ch.inst < 0 || int(ch.inst) >= len(s.members) || !s.ready[ch.inst]) {
-		err = fmt.Errorf("scheduler: policy %s chose member %d, which is not ready", s.cfg.Policy, ch.inst)
-	}
-	return ch, cands, n, err
-}
-
-func (s *Scheduler) fallback(ch choice, cands []int32) *instance {
-	if ch.fallback >= 0 && ch.fallback != ch.inst {
-		return s.members[ch.fallback]
-	}
-	for _, c := range cands {
-		if c != ch.inst {
-			return s.members[c]
-		}
-	}
-	return nil
 }
 
 // Submit routes r without blocking: it picks an instance and either
@@ -267,7 +235,7 @@ func (s *Scheduler) Submit(r *Request, w Waiter) (Decision, error) {
 		return Decision{}, fmt.Errorf("%w: request routed twice", ErrBadRequest)
 	}
 	now := s.now()
-	d, key := s.keyFor(r)
+	d, key := s.pick.Load().keyFor(r)
 	r.arrived = now
 	r.key = key
 	r.dec = Decision{KeyDepth: d}
@@ -275,10 +243,10 @@ func (s *Scheduler) Submit(r *Request, w Waiter) (Decision, error) {
 	if err := s.place(r, now, ReasonNone); err != nil {
 		return Decision{}, err
 	}
-	if r.Session == 0 {
-		s.kd.observe(r.Blocks, d, now)
+	if r.Session == 0 && s.kd.observe(r.Blocks, d, now) {
+		s.publish()
 	}
-	s.stats.Routed++
+	s.stats.Routed.Add(1)
 	if r.state == stateDone {
 		return Decision{}, ErrLate // rejected as late by its own queue's drain
 	}
@@ -290,17 +258,18 @@ func (s *Scheduler) Submit(r *Request, w Waiter) (Decision, error) {
 
 // place chooses an instance for r and queues or dispatches it there.
 func (s *Scheduler) place(r *Request, now time.Duration, reason Reason) error {
-	ch, cands, n, err := s.choose(r, now)
+	p := s.pick.Load()
+	ch, cands, n, err := p.choose(r, now)
 	if err != nil {
 		return err
 	}
-	in := s.members[ch.inst]
+	in := p.members[ch.inst]
 	r.ncand = n
 	for k := 0; k < n; k++ {
-		r.cand[k] = s.members[cands[k]]
+		r.cand[k] = p.members[cands[k]]
 	}
 	r.dec.Fallback = ""
-	if fb := s.fallback(ch, cands[:n]); fb != nil {
+	if fb := p.fallback(ch, cands[:n]); fb != nil {
 		r.dec.Fallback = fb.ID
 	}
 	if reason == ReasonNone {
@@ -333,15 +302,15 @@ func (s *Scheduler) assign(r *Request, in *instance, now time.Duration) {
 func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration) {
 	r.cached = in.cachedTokens(r, s.cfg.BlockSize) // may have grown while it waited
 	r.uncached = r.Tokens - r.cached
-	r.work = in.pendingTokens + r.uncached
-	in.pendingTokens += r.uncached
-	if in.avgUncached == 0 {
-		in.avgUncached = float64(r.uncached)
+	r.work = in.pendingTokens.get() + r.uncached
+	in.pendingTokens.add(r.uncached)
+	if avg := in.avgUncached.get(); avg == 0 {
+		in.avgUncached.set(float64(r.uncached))
 	} else {
-		in.avgUncached += 0.1 * (float64(r.uncached) - in.avgUncached)
+		in.avgUncached.set(avg + 0.1*(float64(r.uncached)-avg))
 	}
-	in.running++
-	in.kv.add(r.Blocks)
+	in.running.add(1)
+	in.addKV(r.Blocks)
 	if r.state == stateQueued {
 		r.dec.Waited = now - r.enqueued
 	}
@@ -349,7 +318,7 @@ func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration) {
 	r.dispatched = now
 	r.dec.Queued = false
 	r.dec.CachedTokens = r.cached
-	s.stats.Dispatched++
+	s.stats.Dispatched.Add(1)
 	r.notifyDispatched()
 }
 
@@ -363,7 +332,7 @@ func (s *Scheduler) FirstToken(r *Request) {
 	}
 	now := s.now()
 	in := r.inst
-	in.pendingTokens -= r.uncached
+	in.pendingTokens.add(-r.uncached)
 	r.state = statePrefilled
 	in.est.observe(r.work, r.uncached, (now - r.dispatched).Seconds())
 	s.drainIfMember(in, now)
@@ -392,17 +361,17 @@ func (s *Scheduler) finish(r *Request, completed bool) {
 		s.dequeue(r)
 		completed = false
 	case stateDispatched:
-		in.pendingTokens -= r.uncached
-		in.running--
+		in.pendingTokens.add(-r.uncached)
+		in.running.add(-1)
 	case statePrefilled:
-		in.running--
+		in.running.add(-1)
 	}
 	r.state = stateDone
 	r.waiter = nil
 	if completed {
-		s.stats.Completed++
+		s.stats.Completed.Add(1)
 	} else {
-		s.stats.Cancelled++
+		s.stats.Cancelled.Add(1)
 	}
 	s.drainIfMember(in, s.now())
 }
@@ -438,11 +407,7 @@ func (s *Scheduler) drainIfMember(in *instance, now time.Duration) {
 func (s *Scheduler) Rebalances() bool { return s.rebalances }
 
 // Stats returns the cumulative counters.
-func (s *Scheduler) Stats() Stats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stats
-}
+func (s *Scheduler) Stats() Stats { return s.stats.load() }
 
 // Instances reports every member's state, in ring-member order.
 func (s *Scheduler) Instances() []InstanceState {
@@ -466,7 +431,9 @@ func (s *Scheduler) KeyDepthState() KeyDepthState {
 func (s *Scheduler) ImportKeyDepth(st KeyDepthState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.kd.importState(st)
+	if s.kd.importState(st) {
+		s.publish()
+	}
 }
 
 // SetInstances makes list the pool. Members keep their state (queues,
@@ -491,7 +458,7 @@ func (s *Scheduler) SetInstances(list []Instance) error {
 			in = &instance{healthy: true}
 			in.est = s.est
 			if s.cfg.Cost.PerInstance {
-				in.est = &estimator{cfg: &s.cfg.Cost, cost: s.est.cost}
+				in.est = newEstimator(&s.cfg.Cost, s.est.cost())
 			}
 			s.byID[spec.ID] = in
 		}
@@ -500,11 +467,13 @@ func (s *Scheduler) SetInstances(list []Instance) error {
 		if capTokens == 0 {
 			capTokens = s.cfg.CacheTokens
 		}
+		in.mu.Lock()
 		if in.kv == nil {
 			in.kv = newKVIndex(capTokens / s.cfg.BlockSize)
 		} else {
 			in.kv.setCapacity(capTokens / s.cfg.BlockSize)
 		}
+		in.mu.Unlock()
 		in.idx = i
 		members[i] = in
 		ids[i], weights[i] = spec.ID, spec.Weight
@@ -514,15 +483,17 @@ func (s *Scheduler) SetInstances(list []Instance) error {
 		if !keep[id] {
 			s.reroute = append(s.reroute, in.queue...)
 			for _, r := range in.queue {
-				in.queuedTokens -= r.uncached
+				in.queuedTokens.add(-r.uncached)
 			}
 			in.queue = nil
+			in.nqueued.set(0)
 			in.idx = -1
 			delete(s.byID, id)
 		}
 	}
 	s.members = members
-	s.rings = newRingSet(s.cfg.Candidates, ids, weights, s.cfg.VirtualNodes)
+	rings := newRingSet(s.cfg.Candidates, ids, weights, s.cfg.VirtualNodes)
+	s.rings = &rings
 	s.added = make([]int, len(members))
 	s.refreshReady()
 	s.rerouteAll()
@@ -563,11 +534,9 @@ func (s *Scheduler) setFlag(id string, set func(*instance)) error {
 	return nil
 }
 
+// refreshReady recomputes the ready flags and publishes a new picker.
 func (s *Scheduler) refreshReady() {
-	if cap(s.ready) < len(s.members) {
-		s.ready = make([]bool, len(s.members))
-	}
-	s.ready = s.ready[:len(s.members)]
+	s.ready = make([]bool, len(s.members)) // the published one is immutable
 	s.nready = 0
 	for i, in := range s.members {
 		s.ready[i] = in.ready()
@@ -576,6 +545,7 @@ func (s *Scheduler) refreshReady() {
 		}
 	}
 	s.kd.setInstances(max(s.nready, 1))
+	s.publish()
 }
 
 // rerouteAll places every request of s.reroute again, keeping its key.
@@ -587,11 +557,11 @@ func (s *Scheduler) rerouteAll() {
 		r.inst = nil
 		if err := s.place(r, now, ReasonRerouted); err != nil {
 			r.state = stateDone
-			s.stats.Failed++
+			s.stats.Failed.Add(1)
 			r.notifyFailed(err)
 			continue
 		}
-		s.stats.Rerouted++
+		s.stats.Rerouted.Add(1)
 	}
 	clear(s.reroute)
 	s.reroute = s.reroute[:0]
