@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,12 +63,41 @@ type instance struct {
 	engineWaiting, engineRunning counter
 	avgUncached                  atomicFloat
 
-	mu sync.RWMutex // guards kv, recent and recentAt
+	mu sync.Mutex // guards changes to kv and recent (both are read without it)
 	kv *kvIndex
 	// recent is an exponentially decayed sum of the uncached tokens of
-	// requests routed here (Preble's windowed load), as of recentAt.
-	recent   float64
-	recentAt time.Duration
+	// requests routed here (Preble's windowed load), as of its time.
+	recent windowed
+}
+
+// windowed is a value and the time it was taken at, read together without
+// a lock while one writer at a time changes them: a sequence lock, odd
+// while a write is under way.
+type windowed struct {
+	seq atomic.Uint64
+	val atomicFloat
+	at  atomic.Int64
+}
+
+func (w *windowed) load() (float64, time.Duration) {
+	for {
+		s := w.seq.Load()
+		if s&1 != 0 {
+			runtime.Gosched()
+			continue
+		}
+		v, at := w.val.get(), w.at.Load()
+		if w.seq.Load() == s {
+			return v, time.Duration(at)
+		}
+	}
+}
+
+func (w *windowed) store(v float64, at time.Duration) {
+	w.seq.Add(1)
+	w.val.set(v)
+	w.at.Store(int64(at))
+	w.seq.Add(1)
 }
 
 // counter is a load figure that policies read while it changes.
@@ -132,10 +162,7 @@ type Load struct {
 
 // cachedTokens estimates how many of r's prompt tokens the instance holds.
 func (in *instance) cachedTokens(r *Request, blockSize int) int {
-	in.mu.RLock()
-	n := in.kv.cachedBlocks(r.Blocks)
-	in.mu.RUnlock()
-	return min(n*blockSize, r.Tokens)
+	return min(in.kv.cachedBlocks(r.Blocks)*blockSize, r.Tokens)
 }
 
 // addKV records blocks as cached on the instance.
@@ -153,8 +180,7 @@ func (in *instance) addRecent(now time.Duration, tokens float64) {
 }
 
 func (in *instance) addRecentLocked(now time.Duration, tokens float64) {
-	in.recent = in.recentLoadLocked(now, prebleWindow) + tokens
-	in.recentAt = now
+	in.recent.store(in.recentLoad(now, prebleWindow)+tokens, now)
 }
 
 // inFlight is the number of requests dispatched to the instance and not
@@ -163,22 +189,17 @@ func (in *instance) inFlight() int { return in.running.get() + in.remote.Running
 
 // recentLoad returns the decayed windowed load at now with time constant tau.
 func (in *instance) recentLoad(now, tau time.Duration) float64 {
-	in.mu.RLock()
-	defer in.mu.RUnlock()
-	return in.recentLoadLocked(now, tau)
-}
-
-func (in *instance) recentLoadLocked(now, tau time.Duration) float64 {
-	if in.recent == 0 || now <= in.recentAt {
-		return in.recent
+	recent, at := in.recent.load()
+	if recent == 0 || now <= at {
+		return recent
 	}
-	return in.recent * math.Exp(-float64(now-in.recentAt)/float64(tau))
+	return recent * math.Exp(-float64(now-at)/float64(tau))
 }
 
 func (in *instance) state() InstanceState {
-	in.mu.RLock()
+	in.mu.Lock()
 	blocks := in.kv.len()
-	in.mu.RUnlock()
+	in.mu.Unlock()
 	return InstanceState{
 		ID: in.ID, Healthy: in.healthy, Draining: in.draining,
 		Queued: in.nqueued.get(), QueuedTokens: in.queuedTokens.get(),

@@ -12,9 +12,12 @@ package scheduler
 //
 // It is an estimate: the engine evicts by its own rules, and blocks are
 // recorded when a request is dispatched, before the engine computed them.
-// Not safe for concurrent use: the Scheduler guards it.
+// One writer at a time (the instance's lock); cachedBlocks may run
+// concurrently with it and with other readers, without a lock (see
+// blockSet).
 type kvIndex struct {
 	capacity int
+	held     blockSet         // the keys of slot, for lock-free readers
 	slot     map[uint64]int32 // block hash -> node index
 	nodes    []lruNode        // nodes[0] is the list head sentinel
 	free     int32            // head of the free list, 0 = none
@@ -32,12 +35,12 @@ func newKVIndex(capacityBlocks int) *kvIndex {
 }
 
 // cachedBlocks returns how many leading blocks of a prompt are held. It
-// relies on the prefix-closed invariant and does not allocate.
+// relies on the prefix-closed invariant and does not lock or allocate.
 func (kv *kvIndex) cachedBlocks(blocks []uint64) int {
 	lo, hi := 0, len(blocks) // answer in [lo, hi]
 	for lo < hi {
 		m := int(uint(lo+hi+1) >> 1)
-		if _, ok := kv.slot[blocks[m-1]]; ok {
+		if kv.held.contains(blocks[m-1]) {
 			lo = m
 		} else {
 			hi = m - 1
@@ -71,6 +74,7 @@ func (kv *kvIndex) touch(h uint64) {
 	case len(kv.slot) >= kv.capacity:
 		i = kv.nodes[0].prev // evict the LRU tail and reuse its node
 		delete(kv.slot, kv.nodes[i].hash)
+		kv.held.remove(kv.nodes[i].hash)
 		kv.unlink(i)
 	case kv.free != 0:
 		i = kv.free
@@ -81,6 +85,7 @@ func (kv *kvIndex) touch(h uint64) {
 	}
 	kv.nodes[i].hash = h
 	kv.slot[h] = i
+	kv.held.add(h)
 	kv.pushFront(i)
 }
 
@@ -104,6 +109,7 @@ func (kv *kvIndex) len() int { return len(kv.slot) }
 // reset forgets everything (an instance restarted or was removed).
 func (kv *kvIndex) reset() {
 	clear(kv.slot)
+	kv.held.clear()
 	kv.nodes = kv.nodes[:1]
 	kv.nodes[0] = lruNode{}
 	kv.free = 0
@@ -115,6 +121,7 @@ func (kv *kvIndex) setCapacity(blocks int) {
 	for len(kv.slot) > max(blocks, 0) {
 		i := kv.nodes[0].prev
 		delete(kv.slot, kv.nodes[i].hash)
+		kv.held.remove(kv.nodes[i].hash)
 		kv.unlink(i)
 		kv.nodes[i].next = kv.free
 		kv.free = i
