@@ -38,18 +38,25 @@ type InstanceState struct {
 
 // instance is the scheduler's live state of one member.
 //
-// Its load figures are atomics (see counter), so that policies read a
-// candidate's load without a lock; they are changed under the locks named
-// in the Scheduler's comment. kv and the windowed load have their own lock.
+// Its load figures, KV index and windowed load are read by policies
+// without a lock (atomics, see counter and blockSet) and changed under mu.
 type instance struct {
 	Instance
-	idx      int // position in Scheduler.members, -1 once removed; guarded by Scheduler.mu
-	healthy  bool
-	draining bool
+	seq      uint64 // creation order, for the lock order; immutable
+	idx      int    // position in Scheduler.members, -1 once removed; guarded by Scheduler.mu
+	healthy  bool   // guarded by Scheduler.mu
+	draining bool   // guarded by Scheduler.mu
 
 	est *estimator // shared by the pool unless Cost.PerInstance
 
-	queue []*Request // router queue, unordered; see queue.go. Guarded by Scheduler.mu
+	// mu guards queue, accepting and the state of the requests queued at
+	// or dispatched to the instance, and orders the changes to every field
+	// below.
+	mu sync.Mutex
+	// accepting is ready() as the published picker has it: whether new
+	// requests may be queued or dispatched here.
+	accepting bool
+	queue     []*Request // router queue, unordered; see queue.go
 
 	nqueued       counter // len(queue)
 	queuedTokens  counter
@@ -63,7 +70,6 @@ type instance struct {
 	engineWaiting, engineRunning counter
 	avgUncached                  atomicFloat
 
-	mu sync.Mutex // guards changes to kv and recent (both are read without it)
 	kv *kvIndex
 	// recent is an exponentially decayed sum of the uncached tokens of
 	// requests routed here (Preble's windowed load), as of its time.
@@ -130,6 +136,30 @@ func (l *remoteLoad) store(v Load) {
 }
 
 func (in *instance) ready() bool { return in.healthy && !in.draining && in.idx >= 0 }
+
+func (in *instance) setAccepting(ok bool) {
+	in.mu.Lock()
+	in.accepting = ok
+	in.mu.Unlock()
+}
+
+// lockOwner locks the instance r is queued at or dispatched to and returns
+// it, or returns nil for a request never routed. A request changes instance
+// only under the lock of the one it leaves, so once that lock is held it
+// stays put.
+func lockOwner(r *Request) *instance {
+	for {
+		in := r.owner.Load()
+		if in == nil {
+			return nil
+		}
+		in.mu.Lock()
+		if r.owner.Load() == in {
+			return in
+		}
+		in.mu.Unlock()
+	}
+}
 
 // ahead is the prefill work, in tokens, a new request would queue behind:
 // this replica's and the other replicas' as last reported, or, when the

@@ -80,7 +80,7 @@ func (p *picker) fallback(ch choice, cands []int32) *instance {
 }
 
 // publish builds and publishes a picker from the current membership and
-// split set. Called with s.mu held, whenever one of them changes.
+// split set. Called with s.mu and s.kdMu held, when membership changes.
 func (s *Scheduler) publish() {
 	s.pick.Store(&picker{
 		members:    s.members,
@@ -94,4 +94,13 @@ func (s *Scheduler) publish() {
 		blockSize:  s.cfg.BlockSize,
 		slo:        s.cfg.SLO,
 	})
+}
+
+// publishSplits publishes the current picker with the key-depth table's
+// current split set. Called with s.kdMu held (which every publication
+// holds), when the split set changes.
+func (s *Scheduler) publishSplits() {
+	p := *s.pick.Load()
+	p.split = s.kd.splits()
+	s.pick.Store(&p)
 }

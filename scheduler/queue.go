@@ -138,12 +138,14 @@ func (c QueueConfig) validate() error {
 	return nil
 }
 
+// enqueue puts r in in's queue. The caller holds in.mu (and r's previous
+// instance's, if any).
 func (s *Scheduler) enqueue(in *instance, r *Request, now time.Duration) {
 	if r.state != stateQueued { // a migrated request keeps its wait
 		r.enqueued = now
 	}
 	r.state = stateQueued
-	r.inst = in
+	r.setInst(in)
 	r.qpos = len(in.queue)
 	in.queue = append(in.queue, r)
 	in.nqueued.set(len(in.queue))
@@ -151,7 +153,8 @@ func (s *Scheduler) enqueue(in *instance, r *Request, now time.Duration) {
 	r.dec.Queued = true
 }
 
-// dequeue removes a queued r from its instance's queue.
+// dequeue removes a queued r from its instance's queue. The caller holds
+// that instance's lock.
 func (s *Scheduler) dequeue(r *Request) {
 	in := r.inst
 	last := len(in.queue) - 1
@@ -226,8 +229,13 @@ func (s *Scheduler) top(in *instance, now time.Duration) int {
 
 // drain dispatches from in's queue, best first, while the head fits the
 // budget. The head is never skipped for a smaller request behind it, so a
-// large prompt is not overtaken forever.
+// large prompt is not overtaken forever. An instance that takes no more
+// requests dispatches none: its queue is being re-routed. The caller holds
+// in.mu.
 func (s *Scheduler) drain(in *instance, now time.Duration) {
+	if !in.accepting {
+		return
+	}
 	deadline := s.cfg.Queue.Order == OrderDeadline
 	for len(in.queue) > 0 {
 		r := in.queue[s.top(in, now)]
@@ -254,6 +262,7 @@ func (s *Scheduler) drain(in *instance, now time.Duration) {
 // expire fails requests that waited longer than MaxWait.
 func (s *Scheduler) expire(now time.Duration) {
 	for _, in := range s.members {
+		in.mu.Lock()
 		for i := 0; i < len(in.queue); {
 			r := in.queue[i]
 			if now-r.enqueued <= s.cfg.Queue.MaxWait {
@@ -265,6 +274,7 @@ func (s *Scheduler) expire(now time.Duration) {
 			s.stats.Expired.Add(1)
 			r.notifyFailed(ErrQueueTimeout)
 		}
+		in.mu.Unlock()
 	}
 }
 
@@ -274,7 +284,7 @@ func (s *Scheduler) QueueLen() int {
 	defer s.mu.Unlock()
 	n := 0
 	for _, in := range s.members {
-		n += len(in.queue)
+		n += in.nqueued.get()
 	}
 	return n
 }

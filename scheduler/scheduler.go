@@ -116,27 +116,48 @@ func (c *stats) load() Stats {
 }
 
 // Scheduler routes requests over a pool of instances. All methods are safe
-// for concurrent use; none blocks on anything but its own short lock, none
-// does I/O.
+// for concurrent use; none blocks on anything but short locks, none does
+// I/O.
+//
+// State and locks:
+//   - pick, the routing snapshot (see picker), is read without a lock and
+//     replaced while holding kdMu (and mu too when membership changes).
+//   - Each instance's mu guards its router queue, the state of the
+//     requests queued at or dispatched to it, and changes to its load
+//     figures and KV index (readers use atomics, see instance). A request
+//     is routed, dispatched, completed or cancelled under its instance's
+//     lock alone.
+//   - mu guards membership (members, byID, the instances' flags and idx)
+//     and everything that moves a queued request from one instance to
+//     another (rebalancing, re-routing when an instance leaves or stops
+//     being ready) or spans all queues (expiry, Tick). A request's
+//     instance (Request.inst) changes only with mu and the lock of the
+//     instance it leaves held.
+//   - kdMu guards the key-depth table.
+//
+// Lock order: mu, then kdMu or instance locks; two instance locks in
+// ascending seq. kdMu and instance locks are never held together. Waiters
+// are told with an instance lock held.
 type Scheduler struct {
 	cfg        Config
 	policy     policy
 	rebalances bool
 	epoch      time.Time
 
-	// pick is the routing snapshot (see picker): read without a lock,
-	// replaced under mu.
 	pick  atomic.Pointer[picker]
 	stats stats
 	est   *estimator // the pool's per-token cost (Cost.PerInstance: each instance has its own)
 
-	mu      sync.Mutex // guards every field below, and the instances' queues and flags
+	kdMu sync.Mutex // guards kd's counts and splits (its configuration is immutable)
+	kd   *keyDepth
+
+	mu      sync.Mutex // guards every field below; see above for what else
 	members []*instance
 	byID    map[string]*instance
 	ready   []bool // never changed once published: refreshReady makes a new one
 	nready  int
 	rings   *ringSet
-	kd      *keyDepth
+	seq     uint64 // instances created so far
 	moves   []Move // rebalancer scratch
 	added   []int  // rebalancer scratch, per member
 	reroute []*Request
@@ -186,7 +207,8 @@ func checkRequest(r *Request) error {
 }
 
 // Pick returns where r would go now, without routing it: no state changes,
-// no allocation. For debugging and benchmarks.
+// no allocation, no lock. For debugging and benchmarks. It uses scratch
+// space in r: do not call it on a request that is being routed.
 func (s *Scheduler) Pick(r *Request) (Decision, error) {
 	if err := checkRequest(r); err != nil {
 		return Decision{}, err
@@ -229,9 +251,7 @@ func (s *Scheduler) Submit(r *Request, w Waiter) (Decision, error) {
 	if err := checkRequest(r); err != nil {
 		return Decision{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r.state != stateNew {
+	if r.state != stateNew { // a new request is the caller's alone
 		return Decision{}, fmt.Errorf("%w: request routed twice", ErrBadRequest)
 	}
 	now := s.now()
@@ -240,28 +260,61 @@ func (s *Scheduler) Submit(r *Request, w Waiter) (Decision, error) {
 	r.key = key
 	r.dec = Decision{KeyDepth: d}
 	r.waiter = nil // its own outcome is this call's result
-	if err := s.place(r, now, ReasonNone); err != nil {
+	dec, st, err := s.place(r, now, w)
+	if err != nil {
 		return Decision{}, err
 	}
-	if r.Session == 0 && s.kd.observe(r.Blocks, d, now) {
-		s.publish()
+	if r.Session == 0 {
+		s.observe(r.Blocks, d, now)
 	}
 	s.stats.Routed.Add(1)
-	if r.state == stateDone {
+	if st == stateDone {
 		return Decision{}, ErrLate // rejected as late by its own queue's drain
 	}
-	if r.state == stateQueued {
-		r.waiter = w
-	}
-	return r.dec, nil
+	return dec, nil
 }
 
-// place chooses an instance for r and queues or dispatches it there.
-func (s *Scheduler) place(r *Request, now time.Duration, reason Reason) error {
-	p := s.pick.Load()
+// observe feeds the key-depth table and publishes its new splits.
+func (s *Scheduler) observe(blocks []uint64, d int, now time.Duration) {
+	s.kdMu.Lock()
+	defer s.kdMu.Unlock()
+	if s.kd.observe(blocks, d, now) {
+		s.publishSplits()
+	}
+}
+
+// place routes a new request: it chooses an instance and queues or
+// dispatches r there, and returns r's decision and state as of then. If
+// the instance stopped taking requests since the snapshot was taken, it
+// chooses again from the newer one.
+func (s *Scheduler) place(r *Request, now time.Duration, w Waiter) (Decision, reqState, error) {
+	for {
+		in, err := s.prepare(s.pick.Load(), r, now, ReasonNone)
+		if err != nil {
+			return Decision{}, 0, err
+		}
+		in.mu.Lock()
+		if !in.accepting {
+			in.mu.Unlock()
+			continue
+		}
+		s.assign(r, in, now)
+		if r.state == stateQueued {
+			r.waiter = w
+		}
+		dec, st := r.dec, r.state
+		in.mu.Unlock()
+		return dec, st, nil
+	}
+}
+
+// prepare runs the policy for r and records its candidates, fallback and
+// reason in r; it returns the chosen instance. The caller owns r: it is new,
+// or its instance's lock is held.
+func (s *Scheduler) prepare(p *picker, r *Request, now time.Duration, reason Reason) (*instance, error) {
 	ch, cands, n, err := p.choose(r, now)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	in := p.members[ch.inst]
 	r.ncand = n
@@ -276,20 +329,19 @@ func (s *Scheduler) place(r *Request, now time.Duration, reason Reason) error {
 		reason = ch.reason
 	}
 	r.dec.Reason = reason
-	s.assign(r, in, now)
-	return nil
+	return in, nil
 }
 
 // assign puts r in in's queue (with its cached estimate there) and lets the
-// queue dispatch what it can.
+// queue dispatch what it can. The caller holds in.mu.
 func (s *Scheduler) assign(r *Request, in *instance, now time.Duration) {
-	r.inst = in
+	r.setInst(in)
 	r.cached = in.cachedTokens(r, s.cfg.BlockSize)
 	r.uncached = r.Tokens - r.cached
 	r.dec.Instance = in.ID
 	r.dec.CachedTokens = r.cached
 	r.dec.EstimatedTTFT = seconds(in.est.ttft(in.ahead(), r.uncached))
-	in.addRecent(now, float64(r.uncached))
+	in.addRecentLocked(now, float64(r.uncached))
 	if s.cfg.Queue.Budget == 0 {
 		s.dispatch(in, r, now)
 		return
@@ -298,7 +350,7 @@ func (s *Scheduler) assign(r *Request, in *instance, now time.Duration) {
 	s.drain(in, now)
 }
 
-// dispatch marks r as sent to in.
+// dispatch marks r as sent to in. The caller holds in.mu.
 func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration) {
 	r.cached = in.cachedTokens(r, s.cfg.BlockSize) // may have grown while it waited
 	r.uncached = r.Tokens - r.cached
@@ -310,7 +362,7 @@ func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration) {
 		in.avgUncached.set(avg + 0.1*(float64(r.uncached)-avg))
 	}
 	in.running.add(1)
-	in.addKV(r.Blocks)
+	in.kv.add(r.Blocks)
 	if r.state == stateQueued {
 		r.dec.Waited = now - r.enqueued
 	}
@@ -325,17 +377,19 @@ func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration) {
 // FirstToken reports that r's first token arrived: its prefill is done.
 // It feeds the TTFT estimator and may dispatch queued requests.
 func (s *Scheduler) FirstToken(r *Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	in := lockOwner(r)
+	if in == nil {
+		return
+	}
+	defer in.mu.Unlock()
 	if r.state != stateDispatched {
 		return
 	}
 	now := s.now()
-	in := r.inst
 	in.pendingTokens.add(-r.uncached)
 	r.state = statePrefilled
 	in.est.observe(r.work, r.uncached, (now - r.dispatched).Seconds())
-	s.drainIfMember(in, now)
+	s.drain(in, now)
 }
 
 // Complete reports that r finished (successfully or not) and releases its
@@ -351,9 +405,11 @@ func (s *Scheduler) Cancel(r *Request) {
 }
 
 func (s *Scheduler) finish(r *Request, completed bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	in := r.inst
+	in := lockOwner(r)
+	if in == nil {
+		return
+	}
+	defer in.mu.Unlock()
 	switch r.state {
 	case stateNew, stateDone:
 		return
@@ -373,7 +429,7 @@ func (s *Scheduler) finish(r *Request, completed bool) {
 	} else {
 		s.stats.Cancelled.Add(1)
 	}
-	s.drainIfMember(in, s.now())
+	s.drain(in, s.now())
 }
 
 // Tick does the periodic work: it expires requests that waited longer than
@@ -391,14 +447,10 @@ func (s *Scheduler) Tick() {
 	}
 	for _, in := range s.members {
 		if in.ready() {
+			in.mu.Lock()
 			s.drain(in, now)
+			in.mu.Unlock()
 		}
-	}
-}
-
-func (s *Scheduler) drainIfMember(in *instance, now time.Duration) {
-	if in != nil && in.idx >= 0 {
-		s.drain(in, now)
 	}
 }
 
@@ -422,17 +474,17 @@ func (s *Scheduler) Instances() []InstanceState {
 
 // KeyDepthState exports the key-depth table (for sharing with replicas).
 func (s *Scheduler) KeyDepthState() KeyDepthState {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.kdMu.Lock()
+	defer s.kdMu.Unlock()
 	return s.kd.export()
 }
 
 // ImportKeyDepth replaces the key-depth table's splits with st.
 func (s *Scheduler) ImportKeyDepth(st KeyDepthState) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.kdMu.Lock()
+	defer s.kdMu.Unlock()
 	if s.kd.importState(st) {
-		s.publish()
+		s.publishSplits()
 	}
 }
 
@@ -455,14 +507,16 @@ func (s *Scheduler) SetInstances(list []Instance) error {
 		keep[spec.ID] = true
 		in := s.byID[spec.ID]
 		if in == nil {
-			in = &instance{healthy: true}
+			s.seq++
+			in = &instance{Instance: Instance{ID: spec.ID}, healthy: true, seq: s.seq}
 			in.est = s.est
 			if s.cfg.Cost.PerInstance {
 				in.est = newEstimator(&s.cfg.Cost, s.est.cost())
 			}
 			s.byID[spec.ID] = in
 		}
-		in.Instance = spec
+		// Not in.Instance = spec: pickers read in.ID without a lock.
+		in.Weight, in.CacheTokens = spec.Weight, spec.CacheTokens
 		capTokens := spec.CacheTokens
 		if capTokens == 0 {
 			capTokens = s.cfg.CacheTokens
@@ -478,24 +532,23 @@ func (s *Scheduler) SetInstances(list []Instance) error {
 		members[i] = in
 		ids[i], weights[i] = spec.ID, spec.Weight
 	}
-	s.reroute = s.reroute[:0]
-	for id, in := range s.byID {
-		if !keep[id] {
-			s.reroute = append(s.reroute, in.queue...)
-			for _, r := range in.queue {
-				in.queuedTokens.add(-r.uncached)
-			}
-			in.queue = nil
-			in.nqueued.set(0)
-			in.idx = -1
-			delete(s.byID, id)
-		}
-	}
 	s.members = members
 	rings := newRingSet(s.cfg.Candidates, ids, weights, s.cfg.VirtualNodes)
 	s.rings = &rings
 	s.added = make([]int, len(members))
 	s.refreshReady()
+	// Removed members take no more requests; their queues are re-routed.
+	s.reroute = s.reroute[:0]
+	for id, in := range s.byID {
+		if !keep[id] {
+			in.mu.Lock()
+			in.accepting = false
+			s.reroute = append(s.reroute, in.queue...)
+			in.mu.Unlock()
+			in.idx = -1
+			delete(s.byID, id)
+		}
+	}
 	s.rerouteAll()
 	return nil
 }
@@ -524,17 +577,18 @@ func (s *Scheduler) setFlag(id string, set func(*instance)) error {
 	}
 	set(in)
 	s.refreshReady()
-	if !in.ready() && len(in.queue) > 0 {
+	if !in.ready() {
+		in.mu.Lock()
 		s.reroute = append(s.reroute[:0], in.queue...)
-		for len(in.queue) > 0 {
-			s.dequeue(in.queue[len(in.queue)-1])
-		}
+		in.mu.Unlock()
 		s.rerouteAll()
 	}
 	return nil
 }
 
-// refreshReady recomputes the ready flags and publishes a new picker.
+// refreshReady recomputes the ready flags and publishes a new picker. An
+// instance takes requests (accepting) from before the picker offering it
+// is published until after one that does not is.
 func (s *Scheduler) refreshReady() {
 	s.ready = make([]bool, len(s.members)) // the published one is immutable
 	s.nready = 0
@@ -542,29 +596,77 @@ func (s *Scheduler) refreshReady() {
 		s.ready[i] = in.ready()
 		if s.ready[i] {
 			s.nready++
+			in.setAccepting(true)
 		}
 	}
+	s.kdMu.Lock()
 	s.kd.setInstances(max(s.nready, 1))
 	s.publish()
+	s.kdMu.Unlock()
+	for i, in := range s.members {
+		if !s.ready[i] {
+			in.setAccepting(false)
+		}
+	}
 }
 
-// rerouteAll places every request of s.reroute again, keeping its key.
+// rerouteAll places every request of s.reroute, queued at instances that
+// no longer take requests, again, keeping its key. Those cancelled
+// meanwhile are skipped.
 func (s *Scheduler) rerouteAll() {
 	now := s.now()
 	for _, r := range s.reroute {
-		// Still stateQueued: enqueue keeps its wait, so MaxWait and aging
-		// run on across a re-route.
-		r.inst = nil
-		if err := s.place(r, now, ReasonRerouted); err != nil {
-			r.state = stateDone
-			s.stats.Failed.Add(1)
-			r.notifyFailed(err)
-			continue
-		}
-		s.stats.Rerouted.Add(1)
+		s.rerouteOne(r, r.inst, now) // r.inst cannot change: we hold mu
 	}
 	clear(s.reroute)
 	s.reroute = s.reroute[:0]
+}
+
+func (s *Scheduler) rerouteOne(r *Request, from *instance, now time.Duration) {
+	from.mu.Lock()
+	if r.state != stateQueued {
+		from.mu.Unlock()
+		return
+	}
+	to, err := s.prepare(s.pick.Load(), r, now, ReasonRerouted)
+	if err == nil && to == from {
+		err = ErrNoEndpoint // not possible: from is not ready in the picker
+	}
+	if err != nil {
+		s.dequeue(r)
+		r.state = stateDone
+		s.stats.Failed.Add(1)
+		r.notifyFailed(err)
+		from.mu.Unlock()
+		return
+	}
+	if !lockSecond(from, to) && r.state != stateQueued { // cancelled while from was unlocked
+		from.mu.Unlock()
+		to.mu.Unlock()
+		return
+	}
+	// Still stateQueued: enqueue keeps its wait, so MaxWait and aging run
+	// on across a re-route.
+	s.dequeue(r)
+	r.setInst(to)
+	from.mu.Unlock()
+	s.assign(r, to, now)
+	to.mu.Unlock()
+	s.stats.Rerouted.Add(1)
+}
+
+// lockSecond locks to while from is locked, keeping the lock order: if to
+// comes first, it unlocks from, locks both in order and returns false (the
+// caller re-checks what from's lock protected).
+func lockSecond(from, to *instance) bool {
+	if from.seq < to.seq {
+		to.mu.Lock()
+		return true
+	}
+	from.mu.Unlock()
+	to.mu.Lock()
+	from.mu.Lock()
+	return false
 }
 
 func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
