@@ -7,9 +7,10 @@ import (
 	"github.com/dualmap/dualmap/internal/hashing"
 )
 
-// blockSet is the membership half of kvIndex: a set of block hashes that
-// any number of goroutines read without a lock while one writer at a time
-// (the kvIndex's owner, under its instance's lock) changes it.
+// blockSet maps block hashes to kvIndex nodes. Any number of goroutines
+// test membership (contains) without a lock while one writer at a time (the
+// kvIndex's owner, under its instance's lock) changes it; the values are
+// the writer's alone.
 //
 // It is an open-addressing table with linear probing whose slots are
 // atomics. A slot holds 0 (empty), 1 (a removed key: probing goes on past
@@ -25,14 +26,17 @@ type blockSet struct {
 	tab     atomic.Pointer[setTable]
 	special [2]atomic.Bool
 
-	// The writer's bookkeeping.
-	live int // keys in tab
-	used int // non-empty slots in tab (keys and removed)
+	// The writer's alone.
+	specialVal [2]int32
+	n          int // keys, special ones included
+	live       int // keys in tab
+	used       int // non-empty slots in tab (keys and removed)
 }
 
 type setTable struct {
 	slots []atomic.Uint64
-	shift uint // 64 - log2(len(slots))
+	vals  []int32 // the value of the key in the same slot; the writer's alone
+	shift uint    // 64 - log2(len(slots))
 }
 
 const (
@@ -44,7 +48,7 @@ const (
 func newSetTable(n int) *setTable {
 	n = max(n, minSetSlots)
 	lg := bits.Len(uint(n - 1)) // n rounded up to a power of two is 1<<lg
-	return &setTable{slots: make([]atomic.Uint64, 1<<lg), shift: uint(64 - lg)}
+	return &setTable{slots: make([]atomic.Uint64, 1<<lg), vals: make([]int32, 1<<lg), shift: uint(64 - lg)}
 }
 
 func (t *setTable) home(h uint64) int { return int((h * hashing.Golden) >> t.shift) }
@@ -69,9 +73,39 @@ func (s *blockSet) contains(h uint64) bool {
 	}
 }
 
-// add puts h in the set. Writer only.
-func (s *blockSet) add(h uint64) {
+// len is the number of keys. Writer only.
+func (s *blockSet) len() int { return s.n }
+
+// get returns h's value. Writer only.
+func (s *blockSet) get(h uint64) (int32, bool) {
 	if h <= slotRemoved {
+		if !s.special[h].Load() {
+			return 0, false
+		}
+		return s.specialVal[h], true
+	}
+	t := s.tab.Load()
+	if t == nil {
+		return 0, false
+	}
+	mask := len(t.slots) - 1
+	for i := t.home(h); ; i = (i + 1) & mask {
+		switch t.slots[i].Load() {
+		case h:
+			return t.vals[i], true
+		case slotEmpty:
+			return 0, false
+		}
+	}
+}
+
+// put sets h's value, adding h if it is not in the set. Writer only.
+func (s *blockSet) put(h uint64, v int32) {
+	if h <= slotRemoved {
+		if !s.special[h].Load() {
+			s.n++
+		}
+		s.specialVal[h] = v
 		s.special[h].Store(true)
 		return
 	}
@@ -83,14 +117,15 @@ func (s *blockSet) add(h uint64) {
 	free := -1
 	i := t.home(h)
 	for ; ; i = (i + 1) & mask {
-		v := t.slots[i].Load()
-		if v == h {
+		k := t.slots[i].Load()
+		if k == h {
+			t.vals[i] = v
 			return
 		}
-		if v == slotEmpty {
+		if k == slotEmpty {
 			break
 		}
-		if v == slotRemoved && free < 0 {
+		if k == slotRemoved && free < 0 {
 			free = i
 		}
 	}
@@ -98,13 +133,18 @@ func (s *blockSet) add(h uint64) {
 		free = i
 		s.used++
 	}
+	t.vals[free] = v
 	t.slots[free].Store(h)
 	s.live++
+	s.n++
 }
 
 // remove takes h out of the set. Writer only.
 func (s *blockSet) remove(h uint64) {
 	if h <= slotRemoved {
+		if s.special[h].Load() {
+			s.n--
+		}
 		s.special[h].Store(false)
 		return
 	}
@@ -118,6 +158,7 @@ func (s *blockSet) remove(h uint64) {
 		case h:
 			t.slots[i].Store(slotRemoved)
 			s.live--
+			s.n--
 			return
 		case slotEmpty:
 			return
@@ -140,6 +181,7 @@ func (s *blockSet) rebuild(want int) *setTable {
 			for nt.slots[j].Load() != slotEmpty {
 				j = (j + 1) & mask
 			}
+			nt.vals[j] = old.vals[i]
 			nt.slots[j].Store(h)
 		}
 	}
@@ -152,6 +194,6 @@ func (s *blockSet) rebuild(want int) *setTable {
 func (s *blockSet) clear() {
 	s.special[0].Store(false)
 	s.special[1].Store(false)
-	s.live, s.used = 0, 0
+	s.n, s.live, s.used = 0, 0, 0
 	s.tab.Store(nil)
 }

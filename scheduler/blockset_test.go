@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-// blockSet agrees with a map under random adds and removes, the special
+// blockSet agrees with a map under random puts and removes, the special
 // keys 0 and 1 included, across rebuilds.
 func TestBlockSetMatchesMap(t *testing.T) {
 	var s blockSet
-	want := map[uint64]bool{}
+	want := map[uint64]int32{}
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := 0; i < 200000; i++ {
 		h := uint64(rng.IntN(3000))
@@ -18,22 +18,27 @@ func TestBlockSetMatchesMap(t *testing.T) {
 			h = rng.Uint64() // mostly absent
 		}
 		if rng.IntN(2) == 0 {
-			s.add(h)
-			want[h] = true
+			v := rng.Int32()
+			s.put(h, v)
+			want[h] = v
 		} else {
 			s.remove(h)
 			delete(want, h)
 		}
 		if i%1000 == 0 {
 			for k := uint64(0); k < 3000; k++ {
-				if got := s.contains(k); got != want[k] {
-					t.Fatalf("step %d: contains(%d) = %v, want %v", i, k, got, want[k])
+				v, ok := want[k]
+				if got := s.contains(k); got != ok {
+					t.Fatalf("step %d: contains(%d) = %v, want %v", i, k, got, ok)
+				}
+				if got, gok := s.get(k); gok != ok || got != v {
+					t.Fatalf("step %d: get(%d) = %d, %v, want %d, %v", i, k, got, gok, v, ok)
 				}
 			}
+			if s.len() != len(want) {
+				t.Fatalf("step %d: len() = %d, want %d", i, s.len(), len(want))
+			}
 		}
-	}
-	if s.live != len(want) {
-		t.Errorf("live = %d, want %d", s.live, len(want))
 	}
 	s.clear()
 	if s.contains(5) || s.contains(0) {
@@ -47,7 +52,7 @@ func TestBlockSetConcurrentReaders(t *testing.T) {
 	var s blockSet
 	const stable = 500
 	for h := uint64(2); h < 2+stable; h++ {
-		s.add(h)
+		s.put(h, int32(h))
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -72,7 +77,7 @@ func TestBlockSetConcurrentReaders(t *testing.T) {
 	}
 	for i := 0; i < 20000; i++ {
 		h := uint64(1<<32 + i)
-		s.add(h)
+		s.put(h, int32(h))
 		if i >= 100 {
 			s.remove(h - 100)
 		}

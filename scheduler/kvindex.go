@@ -17,10 +17,9 @@ package scheduler
 // blockSet).
 type kvIndex struct {
 	capacity int
-	held     blockSet         // the keys of slot, for lock-free readers
-	slot     map[uint64]int32 // block hash -> node index
-	nodes    []lruNode        // nodes[0] is the list head sentinel
-	free     int32            // head of the free list, 0 = none
+	slot     blockSet  // block hash -> node index
+	nodes    []lruNode // nodes[0] is the list head sentinel
+	free     int32     // head of the free list, 0 = none
 }
 
 type lruNode struct {
@@ -29,7 +28,7 @@ type lruNode struct {
 }
 
 func newKVIndex(capacityBlocks int) *kvIndex {
-	kv := &kvIndex{capacity: capacityBlocks, slot: make(map[uint64]int32)}
+	kv := &kvIndex{capacity: capacityBlocks}
 	kv.nodes = append(kv.nodes, lruNode{}) // sentinel: prev = LRU tail, next = MRU head
 	return kv
 }
@@ -40,7 +39,7 @@ func (kv *kvIndex) cachedBlocks(blocks []uint64) int {
 	lo, hi := 0, len(blocks) // answer in [lo, hi]
 	for lo < hi {
 		m := int(uint(lo+hi+1) >> 1)
-		if kv.held.contains(blocks[m-1]) {
+		if kv.slot.contains(blocks[m-1]) {
 			lo = m
 		} else {
 			hi = m - 1
@@ -64,17 +63,16 @@ func (kv *kvIndex) add(blocks []uint64) {
 }
 
 func (kv *kvIndex) touch(h uint64) {
-	if i, ok := kv.slot[h]; ok {
+	if i, ok := kv.slot.get(h); ok {
 		kv.unlink(i)
 		kv.pushFront(i)
 		return
 	}
 	var i int32
 	switch {
-	case len(kv.slot) >= kv.capacity:
+	case kv.slot.len() >= kv.capacity:
 		i = kv.nodes[0].prev // evict the LRU tail and reuse its node
-		delete(kv.slot, kv.nodes[i].hash)
-		kv.held.remove(kv.nodes[i].hash)
+		kv.slot.remove(kv.nodes[i].hash)
 		kv.unlink(i)
 	case kv.free != 0:
 		i = kv.free
@@ -84,8 +82,7 @@ func (kv *kvIndex) touch(h uint64) {
 		i = int32(len(kv.nodes) - 1)
 	}
 	kv.nodes[i].hash = h
-	kv.slot[h] = i
-	kv.held.add(h)
+	kv.slot.put(h, i)
 	kv.pushFront(i)
 }
 
@@ -104,12 +101,11 @@ func (kv *kvIndex) pushFront(i int32) {
 }
 
 // len returns the number of blocks held.
-func (kv *kvIndex) len() int { return len(kv.slot) }
+func (kv *kvIndex) len() int { return kv.slot.len() }
 
 // reset forgets everything (an instance restarted or was removed).
 func (kv *kvIndex) reset() {
-	clear(kv.slot)
-	kv.held.clear()
+	kv.slot.clear()
 	kv.nodes = kv.nodes[:1]
 	kv.nodes[0] = lruNode{}
 	kv.free = 0
@@ -118,10 +114,9 @@ func (kv *kvIndex) reset() {
 // setCapacity changes the bound, evicting as needed.
 func (kv *kvIndex) setCapacity(blocks int) {
 	kv.capacity = blocks
-	for len(kv.slot) > max(blocks, 0) {
+	for kv.slot.len() > max(blocks, 0) {
 		i := kv.nodes[0].prev
-		delete(kv.slot, kv.nodes[i].hash)
-		kv.held.remove(kv.nodes[i].hash)
+		kv.slot.remove(kv.nodes[i].hash)
 		kv.unlink(i)
 		kv.nodes[i].next = kv.free
 		kv.free = i
