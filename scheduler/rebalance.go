@@ -211,7 +211,7 @@ func (s *Scheduler) apply(moves []Move, now time.Duration) int {
 		r := m.Request
 		// r.inst changes only under s.mu, which we hold; r.state under
 		// r.inst's lock.
-		if r.inst != m.from || m.to == nil || !m.to.ready() {
+		if m.from == nil || r.inst != m.from || m.to == nil || !m.to.ready() {
 			continue
 		}
 		lockPair(m.from, m.to)
