@@ -11,12 +11,16 @@
 // The pieces, one file each:
 //   - ring.go: the consistent-hash rings and candidate sets (paper §3.5).
 //   - keydepth.go: the adaptive hash-key length, or prefix hotness table (§3.1).
-//   - kvindex.go: which chained block hashes each instance is believed to hold.
+//   - kvindex.go: which chained block hashes each instance is believed to
+//     hold; blockset.go, the lock-free set that lets policies read it.
 //   - estimator.go: the TTFT estimator with an online per-token cost.
 //   - policy*.go: the routing policies, one per file, behind Policy.
 //   - queue.go: router-side per-instance queues with aging (§3.3).
 //   - rebalance.go: hotspot migration of queued requests inside the pair (§3.4).
-//   - scheduler.go: Scheduler, which owns all of the above behind one mutex.
+//   - picker.go: the immutable routing snapshot (members, ready flags, rings,
+//     key-depth splits) that decisions read without a lock.
+//   - scheduler.go: Scheduler, which owns all of the above; its comment
+//     says which lock guards what, and the lock order.
 //
 // The package is not for parsing requests, tokenizing, or talking to Redis:
 // those are extproc, tokenize and state.

@@ -76,17 +76,27 @@ func (c CostConfig) validate() error {
 	return nil
 }
 
-// estimator is one instance's per-token cost.
+// estimator is one instance's per-token cost. Safe for concurrent use:
+// policies read the cost while observations refine it.
 type estimator struct {
-	cfg  *CostConfig
-	cost float64 // seconds per token
+	cfg   *CostConfig
+	costv atomicFloat // seconds per token
 }
+
+func newEstimator(cfg *CostConfig, cost float64) *estimator {
+	e := &estimator{cfg: cfg}
+	e.costv.set(cost)
+	return e
+}
+
+// cost is the current per-token cost in seconds.
+func (e *estimator) cost() float64 { return e.costv.get() }
 
 // ttft returns the estimated TTFT in seconds for ahead tokens of work
 // before a request with uncached tokens of its own.
 func (e *estimator) ttft(ahead, uncached int) float64 {
 	u := float64(uncached)
-	return e.cost*float64(ahead+uncached) + e.cfg.Quadratic*u*u
+	return e.cost()*float64(ahead+uncached) + e.cfg.Quadratic*u*u
 }
 
 // observe refines the cost from one measured TTFT (seconds from dispatch)
@@ -100,7 +110,14 @@ func (e *estimator) observe(work, uncached int, ttft float64) {
 	if !(s > 0) || math.IsInf(s, 0) {
 		return
 	}
-	step := math.Log(s / e.cost)
-	step = math.Max(-e.cfg.MaxStep, math.Min(e.cfg.MaxStep, step))
-	e.cost *= math.Exp(e.cfg.LearnRate * step)
+	for {
+		old := e.costv.bits.Load()
+		c := math.Float64frombits(old)
+		step := math.Log(s / c)
+		step = math.Max(-e.cfg.MaxStep, math.Min(e.cfg.MaxStep, step))
+		c *= math.Exp(e.cfg.LearnRate * step)
+		if e.costv.bits.CompareAndSwap(old, math.Float64bits(c)) {
+			return
+		}
+	}
 }

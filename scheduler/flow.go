@@ -7,9 +7,10 @@ import (
 
 // Waiter learns the fate of a request that Submit queued. The Scheduler
 // calls exactly one of its methods, once, unless the request is cancelled
-// or completed first. It is called with the Scheduler's lock held, from
-// whichever goroutine's call dispatched or failed the request: it must not
-// block and must not call the Scheduler.
+// or completed first. It is called with one of the Scheduler's locks held
+// (that of the request's instance), from whichever goroutine's call
+// dispatched or failed the request: it must not block and must not call the
+// Scheduler.
 type Waiter interface {
 	Dispatched(r *Request, d Decision)
 	Failed(r *Request, err error)
@@ -49,8 +50,9 @@ func (s *Scheduler) EnqueueAndWait(ctx context.Context, r *Request) (Decision, e
 		return res.dec, res.err
 	case <-ctx.Done():
 		s.Cancel(r)
-		// Cancel ran under the lock: a delivery either happened before it
-		// (and sits in the channel) or never will. Empty the channel so
+		// Cancel ran under the request's instance lock, as every delivery
+		// does: a delivery either happened before it (and sits in the
+		// channel) or never will. Empty the channel so
 		// the waiter can be reused.
 		select {
 		case <-w.ch:

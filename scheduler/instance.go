@@ -3,6 +3,9 @@ package scheduler
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,44 +36,138 @@ type InstanceState struct {
 	CostPerToken  float64
 }
 
-// instance is the scheduler's live state of one member. Guarded by
-// Scheduler.mu.
+// instance is the scheduler's live state of one member.
+//
+// Its load figures, KV index and windowed load are read by policies
+// without a lock (atomics, see counter and blockSet) and changed under mu.
 type instance struct {
 	Instance
-	idx      int // position in Scheduler.members, -1 once removed
-	healthy  bool
-	draining bool
+	seq      uint64 // creation order, for the lock order; immutable
+	idx      int    // position in Scheduler.members, -1 once removed; guarded by Scheduler.mu
+	healthy  bool   // guarded by Scheduler.mu
+	draining bool   // guarded by Scheduler.mu
 
-	kv  *kvIndex
 	est *estimator // shared by the pool unless Cost.PerInstance
 
-	queue         []*Request // router queue, unordered; see queue.go
-	queuedTokens  int
-	lateTokens    int // of queuedTokens, late requests' as of the last drain: they wait behind every other
-	pendingTokens int
-	running       int
-	remote        Load // other replicas' contribution, as last reported
+	// mu guards queue, accepting and the state of the requests queued at
+	// or dispatched to the instance, and orders the changes to every field
+	// below.
+	mu sync.Mutex
+	// accepting is ready() as the published picker has it: whether new
+	// requests may be queued or dispatched here.
+	accepting bool
+	queue     []*Request // router queue, unordered; see queue.go
+
+	nqueued       counter // len(queue)
+	queuedTokens  counter
+	lateTokens    counter // of queuedTokens, late requests' as of the last drain: they wait behind every other
+	pendingTokens counter
+	running       counter
+	remote        remoteLoad // other replicas' contribution, as last reported
 	// engine is what the instance itself last reported (its metrics), and
 	// avgUncached an average of the uncached tokens of requests sent to it,
 	// to turn the engine's queue length into tokens.
-	engine      EngineLoad
-	avgUncached float64
+	engineWaiting, engineRunning counter
+	avgUncached                  atomicFloat
 
+	kv *kvIndex
 	// recent is an exponentially decayed sum of the uncached tokens of
-	// requests routed here (Preble's windowed load), as of recentAt.
-	recent   float64
-	recentAt time.Duration
+	// requests routed here (Preble's windowed load), as of its time.
+	recent windowed
+}
+
+// windowed is a value and the time it was taken at, read together without
+// a lock while one writer at a time changes them: a sequence lock, odd
+// while a write is under way.
+type windowed struct {
+	seq atomic.Uint64
+	val atomicFloat
+	at  atomic.Int64
+}
+
+func (w *windowed) load() (float64, time.Duration) {
+	for {
+		s := w.seq.Load()
+		if s&1 != 0 {
+			runtime.Gosched()
+			continue
+		}
+		v, at := w.val.get(), w.at.Load()
+		if w.seq.Load() == s {
+			return v, time.Duration(at)
+		}
+	}
+}
+
+func (w *windowed) store(v float64, at time.Duration) {
+	w.seq.Add(1)
+	w.val.set(v)
+	w.at.Store(int64(at))
+	w.seq.Add(1)
+}
+
+// counter is a load figure that policies read while it changes.
+type counter struct{ v atomic.Int64 }
+
+func (c *counter) get() int  { return int(c.v.Load()) }
+func (c *counter) add(n int) { c.v.Add(int64(n)) }
+func (c *counter) set(n int) { c.v.Store(int64(n)) }
+
+// atomicFloat is a float64 that policies read while it changes.
+type atomicFloat struct{ bits atomic.Uint64 }
+
+func (f *atomicFloat) get() float64  { return math.Float64frombits(f.bits.Load()) }
+func (f *atomicFloat) set(v float64) { f.bits.Store(math.Float64bits(v)) }
+
+// remoteLoad is Load, readable while SetRemoteLoad changes it.
+type remoteLoad struct {
+	Queued, QueuedTokens, PendingTokens, Running counter
+}
+
+func (l *remoteLoad) load() Load {
+	return Load{Queued: l.Queued.get(), QueuedTokens: l.QueuedTokens.get(), PendingTokens: l.PendingTokens.get(), Running: l.Running.get()}
+}
+
+func (l *remoteLoad) store(v Load) {
+	l.Queued.set(v.Queued)
+	l.QueuedTokens.set(v.QueuedTokens)
+	l.PendingTokens.set(v.PendingTokens)
+	l.Running.set(v.Running)
 }
 
 func (in *instance) ready() bool { return in.healthy && !in.draining && in.idx >= 0 }
+
+func (in *instance) setAccepting(ok bool) {
+	in.mu.Lock()
+	in.accepting = ok
+	in.mu.Unlock()
+}
+
+// lockOwner locks the instance r is queued at or dispatched to and returns
+// it, or returns nil for a request never routed. A request changes instance
+// only under the lock of the one it leaves, so once that lock is held it
+// stays put.
+func lockOwner(r *Request) *instance {
+	for {
+		in := r.owner.Load()
+		if in == nil {
+			return nil
+		}
+		in.mu.Lock()
+		if r.owner.Load() == in {
+			return in
+		}
+		in.mu.Unlock()
+	}
+}
 
 // ahead is the prefill work, in tokens, a new request would queue behind:
 // this replica's and the other replicas' as last reported, or, when the
 // engine reports a longer queue of its own (traffic the routers do not
 // see, estimates that drifted), that queue at the average request size.
 func (in *instance) ahead() int {
-	own := in.queuedTokens - in.lateTokens + in.pendingTokens + in.remote.QueuedTokens + in.remote.PendingTokens
-	return max(own, int(float64(in.engine.Waiting)*in.avgUncached))
+	own := in.queuedTokens.get() - in.lateTokens.get() + in.pendingTokens.get() + in.remote.QueuedTokens.get() + in.remote.PendingTokens.get()
+	return max(own, int(float64(in.engineWaiting.get())*in.avgUncached.get()))
 }
 
 // EngineLoad is the load an instance reports about itself (e.g. vLLM's
@@ -82,7 +179,7 @@ type EngineLoad struct {
 // requests is the number of requests running or queued for the instance,
 // across replicas.
 func (in *instance) requests() int {
-	return in.running + len(in.queue) + in.remote.Running + in.remote.Queued
+	return in.running.get() + in.nqueued.get() + in.remote.Running.get() + in.remote.Queued.get()
 }
 
 // Load is one replica's contribution to an instance's load.
@@ -98,30 +195,40 @@ func (in *instance) cachedTokens(r *Request, blockSize int) int {
 	return min(in.kv.cachedBlocks(r.Blocks)*blockSize, r.Tokens)
 }
 
-// addRecent adds tokens to the windowed load at now.
-func (in *instance) addRecent(now time.Duration, tokens float64) {
-	in.recent = in.recentLoad(now, prebleWindow) + tokens
-	in.recentAt = now
+// addKV records blocks as cached on the instance.
+func (in *instance) addKV(blocks []uint64) {
+	in.mu.Lock()
+	in.kv.add(blocks)
+	in.mu.Unlock()
+}
+
+func (in *instance) addRecentLocked(now time.Duration, tokens float64) {
+	in.recent.store(in.recentLoad(now, prebleWindow)+tokens, now)
 }
 
 // inFlight is the number of requests dispatched to the instance and not
 // completed, by every replica (the others' as last reported).
-func (in *instance) inFlight() int { return in.running + in.remote.Running }
+func (in *instance) inFlight() int { return in.running.get() + in.remote.Running.get() }
 
 // recentLoad returns the decayed windowed load at now with time constant tau.
 func (in *instance) recentLoad(now, tau time.Duration) float64 {
-	if in.recent == 0 || now <= in.recentAt {
-		return in.recent
+	recent, at := in.recent.load()
+	if recent == 0 || now <= at {
+		return recent
 	}
-	return in.recent * math.Exp(-float64(now-in.recentAt)/float64(tau))
+	return recent * math.Exp(-float64(now-at)/float64(tau))
 }
 
 func (in *instance) state() InstanceState {
+	in.mu.Lock()
+	blocks := in.kv.len()
+	in.mu.Unlock()
 	return InstanceState{
 		ID: in.ID, Healthy: in.healthy, Draining: in.draining,
-		Queued: len(in.queue), QueuedTokens: in.queuedTokens,
-		PendingTokens: in.pendingTokens, Running: in.running, Remote: in.remote, Engine: in.engine,
-		CachedBlocks: in.kv.len(), CostPerToken: in.est.cost,
+		Queued: in.nqueued.get(), QueuedTokens: in.queuedTokens.get(),
+		PendingTokens: in.pendingTokens.get(), Running: in.running.get(), Remote: in.remote.load(),
+		Engine:       EngineLoad{Waiting: in.engineWaiting.get(), Running: in.engineRunning.get()},
+		CachedBlocks: blocks, CostPerToken: in.est.cost(),
 	}
 }
 

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -161,14 +162,18 @@ func (k *keyDepth) at(blocks []uint64, d int) uint64 {
 
 // depth returns the key length in key blocks for a prompt's chained
 // hashes. It does not allocate.
-func (k *keyDepth) depth(blocks []uint64) int {
+func (k *keyDepth) depth(blocks []uint64) int { return k.depthWith(k.split, blocks) }
+
+// depthWith is depth under the split set split (a snapshot's copy: it
+// reads only k's configuration, which never changes).
+func (k *keyDepth) depthWith(split map[uint64]uint64, blocks []uint64) int {
 	L := k.keyBlocks(blocks)
 	if k.cfg.Fixed > 0 {
 		return min(k.cfg.Fixed, L)
 	}
 	d := k.baseDepth(blocks)
 	for d < L && d < k.cfg.MaxDepth {
-		if _, ok := k.split[k.at(blocks, d)]; !ok {
+		if _, ok := split[k.at(blocks, d)]; !ok {
 			break
 		}
 		d++
@@ -196,10 +201,11 @@ func (k *keyDepth) key(blocks []uint64, d int) uint64 {
 	return k.at(blocks, d)
 }
 
-// observe records one request whose key is d blocks long, at time now.
-func (k *keyDepth) observe(blocks []uint64, d int, now time.Duration) {
+// observe records one request whose key is d blocks long, at time now,
+// and reports whether the split set changed.
+func (k *keyDepth) observe(blocks []uint64, d int, now time.Duration) (changed bool) {
 	if k.cfg.Fixed > 0 || len(blocks) == 0 {
-		return
+		return false
 	}
 	if k.cfg.WindowDuration > 0 {
 		step := k.cfg.WindowDuration / time.Duration(k.cfg.Buckets)
@@ -211,13 +217,13 @@ func (k *keyDepth) observe(blocks []uint64, d int, now time.Duration) {
 				// Idle for more than a window: close the current bucket,
 				// then everything counted is stale; the merge clock moves
 				// on by the window that passed.
-				k.rotate()
+				changed = k.rotate() || changed
 				k.forget()
 				k.rotations += uint64(k.cfg.Buckets - 1)
 				k.bucketStart = now - now%step
 				break
 			}
-			k.rotate()
+			changed = k.rotate() || changed
 			k.bucketStart += step
 		}
 	}
@@ -234,8 +240,9 @@ func (k *keyDepth) observe(blocks []uint64, d int, now time.Duration) {
 	k.bucketTotal[k.cur]++
 	k.total++
 	if k.cfg.WindowDuration == 0 && k.bucketTotal[k.cur] >= k.cfg.Window/k.cfg.Buckets {
-		k.rotate()
+		changed = k.rotate() || changed
 	}
+	return changed
 }
 
 func (k *keyDepth) thresholds() (split, merge float64) {
@@ -244,8 +251,9 @@ func (k *keyDepth) thresholds() (split, merge float64) {
 }
 
 // rotate closes the current bucket: it takes split and merge decisions on
-// the whole window, then drops the oldest bucket and starts a new one.
-func (k *keyDepth) rotate() {
+// the whole window, then drops the oldest bucket and starts a new one. It
+// reports whether the split set changed.
+func (k *keyDepth) rotate() (changed bool) {
 	k.rotations++
 	if k.total > 0 {
 		splitAt, mergeAt := k.thresholds()
@@ -260,6 +268,7 @@ func (k *keyDepth) rotate() {
 		for _, h := range k.scratch {
 			delete(k.split, h)
 		}
+		changed = len(k.scratch) > 0
 		k.scratch = k.scratch[:0]
 		for h, c := range k.counts {
 			if _, ok := k.split[h]; !ok && float64(c)/total > splitAt {
@@ -285,6 +294,7 @@ func (k *keyDepth) rotate() {
 		for _, h := range k.scratch {
 			k.split[h] = k.rotations
 		}
+		changed = changed || len(k.scratch) > 0
 	}
 	k.cur = (k.cur + 1) % len(k.buckets)
 	old := k.buckets[k.cur]
@@ -298,6 +308,7 @@ func (k *keyDepth) rotate() {
 	clear(old)
 	k.total -= k.bucketTotal[k.cur]
 	k.bucketTotal[k.cur] = 0
+	return changed
 }
 
 // forget drops every count of the window (not the splits).
@@ -332,18 +343,24 @@ func (k *keyDepth) export() KeyDepthState {
 
 // importState replaces the split set. Splits this table already had keep
 // their age; new ones count as split now, so they are held at least one
-// window before they can merge here.
-func (k *keyDepth) importState(s KeyDepthState) {
+// window before they can merge here. It reports whether the split set
+// changed.
+func (k *keyDepth) importState(s KeyDepthState) (changed bool) {
 	old := k.split
 	k.split = make(map[uint64]uint64, len(s.Splits))
 	for _, h := range s.Splits {
 		since, ok := old[h]
 		if !ok {
 			since = k.rotations
+			changed = true
 		}
 		k.split[h] = since
 	}
+	return changed || len(k.split) != len(old)
 }
+
+// splits returns a copy of the split set, for a snapshot.
+func (k *keyDepth) splits() map[uint64]uint64 { return maps.Clone(k.split) }
 
 // memory returns the number of prefixes the table tracks (for tests and
 // metrics): window counts plus splits.

@@ -12,12 +12,14 @@ package scheduler
 //
 // It is an estimate: the engine evicts by its own rules, and blocks are
 // recorded when a request is dispatched, before the engine computed them.
-// Not safe for concurrent use: the Scheduler guards it.
+// One writer at a time (the instance's lock); cachedBlocks may run
+// concurrently with it and with other readers, without a lock (see
+// blockSet).
 type kvIndex struct {
 	capacity int
-	slot     map[uint64]int32 // block hash -> node index
-	nodes    []lruNode        // nodes[0] is the list head sentinel
-	free     int32            // head of the free list, 0 = none
+	slot     blockSet  // block hash -> node index
+	nodes    []lruNode // nodes[0] is the list head sentinel
+	free     int32     // head of the free list, 0 = none
 }
 
 type lruNode struct {
@@ -26,18 +28,18 @@ type lruNode struct {
 }
 
 func newKVIndex(capacityBlocks int) *kvIndex {
-	kv := &kvIndex{capacity: capacityBlocks, slot: make(map[uint64]int32)}
+	kv := &kvIndex{capacity: capacityBlocks}
 	kv.nodes = append(kv.nodes, lruNode{}) // sentinel: prev = LRU tail, next = MRU head
 	return kv
 }
 
 // cachedBlocks returns how many leading blocks of a prompt are held. It
-// relies on the prefix-closed invariant and does not allocate.
+// relies on the prefix-closed invariant and does not lock or allocate.
 func (kv *kvIndex) cachedBlocks(blocks []uint64) int {
 	lo, hi := 0, len(blocks) // answer in [lo, hi]
 	for lo < hi {
 		m := int(uint(lo+hi+1) >> 1)
-		if _, ok := kv.slot[blocks[m-1]]; ok {
+		if kv.slot.contains(blocks[m-1]) {
 			lo = m
 		} else {
 			hi = m - 1
@@ -61,16 +63,16 @@ func (kv *kvIndex) add(blocks []uint64) {
 }
 
 func (kv *kvIndex) touch(h uint64) {
-	if i, ok := kv.slot[h]; ok {
+	if i, ok := kv.slot.get(h); ok {
 		kv.unlink(i)
 		kv.pushFront(i)
 		return
 	}
 	var i int32
 	switch {
-	case len(kv.slot) >= kv.capacity:
+	case kv.slot.len() >= kv.capacity:
 		i = kv.nodes[0].prev // evict the LRU tail and reuse its node
-		delete(kv.slot, kv.nodes[i].hash)
+		kv.slot.remove(kv.nodes[i].hash)
 		kv.unlink(i)
 	case kv.free != 0:
 		i = kv.free
@@ -80,7 +82,7 @@ func (kv *kvIndex) touch(h uint64) {
 		i = int32(len(kv.nodes) - 1)
 	}
 	kv.nodes[i].hash = h
-	kv.slot[h] = i
+	kv.slot.put(h, i)
 	kv.pushFront(i)
 }
 
@@ -99,14 +101,14 @@ func (kv *kvIndex) pushFront(i int32) {
 }
 
 // len returns the number of blocks held.
-func (kv *kvIndex) len() int { return len(kv.slot) }
+func (kv *kvIndex) len() int { return kv.slot.len() }
 
 // setCapacity changes the bound, evicting as needed.
 func (kv *kvIndex) setCapacity(blocks int) {
 	kv.capacity = blocks
-	for len(kv.slot) > max(blocks, 0) {
+	for kv.slot.len() > max(blocks, 0) {
 		i := kv.nodes[0].prev
-		delete(kv.slot, kv.nodes[i].hash)
+		kv.slot.remove(kv.nodes[i].hash)
 		kv.unlink(i)
 		kv.nodes[i].next = kv.free
 		kv.free = i

@@ -48,13 +48,13 @@ func TestKVIndexCapacityAndPrefixClosure(t *testing.T) {
 	for _, p := range added {
 		linear := 0
 		for linear < len(p) {
-			if _, ok := kv.slot[p[linear]]; !ok {
+			if !kv.slot.contains(p[linear]) {
 				break
 			}
 			linear++
 		}
 		for j := linear; j < len(p); j++ {
-			if _, ok := kv.slot[p[j]]; ok {
+			if kv.slot.contains(p[j]) {
 				t.Fatalf("block %d held but block %d is not: not prefix-closed", j, linear)
 			}
 		}

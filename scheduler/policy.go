@@ -13,9 +13,12 @@ import (
 
 // policy chooses an instance for one request.
 //
-// pick is called with the Scheduler's lock held; it must not block, allocate
-// or change anything reachable from v, so that it can later run under a
-// read lock concurrently with other picks (rr and random use atomics).
+// pick runs without the Scheduler's lock, concurrently with other picks and
+// with the changes to the members' load: it must not block, allocate or
+// change anything reachable from v (rr and random use atomics). v's members,
+// ready flags and rings are an immutable snapshot (see picker); the
+// members' load figures are read through their accessors, which are safe
+// for concurrent use.
 // cands are r's ring candidates: distinct ready members in ring order, empty
 // only when no member is ready. pick returns a ready member index.
 type policy interface {
@@ -34,8 +37,8 @@ type choice struct {
 	reason   Reason
 }
 
-// view is what a policy may read: the members and their state at one
-// instant. Members are indexed as in Scheduler.members.
+// view is what a policy may read: the members of one snapshot, indexed as
+// in its members slice, and the request's clock and objective.
 type view struct {
 	members   []*instance
 	ready     []bool

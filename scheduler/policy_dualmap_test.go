@@ -31,7 +31,7 @@ func loadInstance(t *testing.T, s *Scheduler, id string, tokens int) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.byID[id].pendingTokens += tokens
+	s.byID[id].pendingTokens.add(tokens)
 }
 
 func TestDualMapPrefersCacheThenLoad(t *testing.T) {
@@ -110,7 +110,7 @@ func TestDualMapAblationChoices(t *testing.T) {
 			a, b := pairOf(t, s, p)
 			// Make a hold the prefix.
 			s.mu.Lock()
-			s.byID[a].kv.add(p)
+			s.byID[a].addKV(p)
 			s.mu.Unlock()
 			loadInstance(t, s, a, 20000)
 			loadInstance(t, s, b, 10000)
@@ -130,7 +130,7 @@ func TestDualMapHopelessStaysWithCache(t *testing.T) {
 			p := prompt(6, 1, 6, 8)
 			a, b := pairOf(t, s, p)
 			s.mu.Lock()
-			s.byID[a].kv.add(p)
+			s.byID[a].addKV(p)
 			s.mu.Unlock()
 			loadInstance(t, s, a, 90000) // 9 s
 			loadInstance(t, s, b, 60000) // 6 s: lower, but also over the SLO
@@ -148,7 +148,7 @@ func TestPerRequestSLO(t *testing.T) {
 	p := prompt(5, 1, 6, 8)
 	a, _ := pairOf(t, s, p)
 	s.mu.Lock()
-	s.byID[a].kv.add(p)
+	s.byID[a].addKV(p)
 	s.mu.Unlock()
 	loadInstance(t, s, a, 20000) // ~2 s: fine for 5 s, not for 1 s
 	batch := req(prompt(5, 2, 6, 8))

@@ -21,7 +21,7 @@ func (*leastLoaded) pick(v *view, r *Request, cands []int32) (choice, error) {
 			continue
 		}
 		b := v.members[best]
-		if a, ab := in.ahead(), b.ahead(); a < ab || (a == ab && in.running < b.running) {
+		if a, ab := in.ahead(), b.ahead(); a < ab || (a == ab && in.running.get() < b.running.get()) {
 			best = int32(i)
 		}
 	}

@@ -138,19 +138,23 @@ func (c QueueConfig) validate() error {
 	return nil
 }
 
+// enqueue puts r in in's queue. The caller holds in.mu (and r's previous
+// instance's, if any).
 func (s *Scheduler) enqueue(in *instance, r *Request, now time.Duration) {
 	if r.state != stateQueued { // a migrated request keeps its wait
 		r.enqueued = now
 	}
 	r.state = stateQueued
-	r.inst = in
+	r.setInst(in)
 	r.qpos = len(in.queue)
 	in.queue = append(in.queue, r)
-	in.queuedTokens += r.uncached
+	in.nqueued.set(len(in.queue))
+	in.queuedTokens.add(r.uncached)
 	r.dec.Queued = true
 }
 
-// dequeue removes a queued r from its instance's queue.
+// dequeue removes a queued r from its instance's queue. The caller holds
+// that instance's lock.
 func (s *Scheduler) dequeue(r *Request) {
 	in := r.inst
 	last := len(in.queue) - 1
@@ -159,16 +163,17 @@ func (s *Scheduler) dequeue(r *Request) {
 	moved.qpos = r.qpos
 	in.queue[last] = nil
 	in.queue = in.queue[:last]
-	in.queuedTokens -= r.uncached
+	in.nqueued.set(last)
+	in.queuedTokens.add(-r.uncached)
 	if len(in.queue) == 0 {
-		in.lateTokens = 0
+		in.lateTokens.set(0)
 	}
-	in.lateTokens = min(in.lateTokens, in.queuedTokens)
+	in.lateTokens.set(min(in.lateTokens.get(), in.queuedTokens.get()))
 }
 
 func (s *Scheduler) admissible(in *instance, r *Request) bool {
 	b := s.cfg.Queue.Budget
-	p := in.pendingTokens + in.remote.PendingTokens
+	p := in.pendingTokens.get() + in.remote.PendingTokens.get()
 	if m := s.cfg.Queue.MaxRunning; m > 0 && in.inFlight() >= m {
 		return false
 	}
@@ -189,7 +194,7 @@ func (s *Scheduler) priority(in *instance, r *Request, now time.Duration) float6
 
 // idle reports whether in may take a late request under LateIdle.
 func (s *Scheduler) idle(in *instance) bool {
-	return in.pendingTokens == 0 && in.inFlight() < s.cfg.Queue.IdleRunning
+	return in.pendingTokens.get() == 0 && in.inFlight() < s.cfg.Queue.IdleRunning
 }
 
 // late reports whether r has missed its SLO whatever happens next: its
@@ -200,7 +205,7 @@ func (s *Scheduler) idle(in *instance) bool {
 // mistake would wait for an idle instance for nothing.
 func (s *Scheduler) late(in *instance, r *Request, now time.Duration) bool {
 	left := (s.sloOf(r) - (now - r.arrived)).Seconds()
-	return left < min(in.est.cost, s.cfg.Cost.PerToken)*float64(r.uncached)
+	return left < min(in.est.cost(), s.cfg.Cost.PerToken)*float64(r.uncached)
 }
 
 // top returns the index of the request to dispatch next from in's queue.
@@ -208,23 +213,29 @@ func (s *Scheduler) late(in *instance, r *Request, now time.Duration) bool {
 func (s *Scheduler) top(in *instance, now time.Duration) int {
 	best := 0
 	bp := math.Inf(-1)
-	in.lateTokens = 0
+	late := 0
 	for i, r := range in.queue {
 		p := s.priority(in, r, now)
 		if p < -lateRank/2 {
-			in.lateTokens += r.uncached
+			late += r.uncached
 		}
 		if p > bp || (p == bp && r.enqueued < in.queue[best].enqueued) {
 			best, bp = i, p
 		}
 	}
+	in.lateTokens.set(late)
 	return best
 }
 
 // drain dispatches from in's queue, best first, while the head fits the
 // budget. The head is never skipped for a smaller request behind it, so a
-// large prompt is not overtaken forever.
+// large prompt is not overtaken forever. An instance that takes no more
+// requests dispatches none: its queue is being re-routed. The caller holds
+// in.mu.
 func (s *Scheduler) drain(in *instance, now time.Duration) {
+	if !in.accepting {
+		return
+	}
 	deadline := s.cfg.Queue.Order == OrderDeadline
 	for len(in.queue) > 0 {
 		r := in.queue[s.top(in, now)]
@@ -232,7 +243,7 @@ func (s *Scheduler) drain(in *instance, now time.Duration) {
 			if s.cfg.Queue.Late == LateReject {
 				s.dequeue(r)
 				r.state = stateDone
-				s.stats.Late++
+				s.stats.Late.Add(1)
 				r.notifyFailed(ErrLate)
 				continue
 			}
@@ -251,6 +262,7 @@ func (s *Scheduler) drain(in *instance, now time.Duration) {
 // expire fails requests that waited longer than MaxWait.
 func (s *Scheduler) expire(now time.Duration) {
 	for _, in := range s.members {
+		in.mu.Lock()
 		for i := 0; i < len(in.queue); {
 			r := in.queue[i]
 			if now-r.enqueued <= s.cfg.Queue.MaxWait {
@@ -259,9 +271,10 @@ func (s *Scheduler) expire(now time.Duration) {
 			}
 			s.dequeue(r) // swaps another request into slot i
 			r.state = stateDone
-			s.stats.Expired++
+			s.stats.Expired.Add(1)
 			r.notifyFailed(ErrQueueTimeout)
 		}
+		in.mu.Unlock()
 	}
 }
 
@@ -271,7 +284,7 @@ func (s *Scheduler) QueueLen() int {
 	defer s.mu.Unlock()
 	n := 0
 	for _, in := range s.members {
-		n += len(in.queue)
+		n += in.nqueued.get()
 	}
 	return n
 }

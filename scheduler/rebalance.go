@@ -101,67 +101,78 @@ func (s *Scheduler) threshold(in *instance) int {
 	if t := s.cfg.Rebalance.PendingTokens; t > 0 {
 		return t
 	}
-	return int(s.cfg.SLO.Seconds() / in.est.cost)
+	return int(s.cfg.SLO.Seconds() / in.est.cost())
 }
 
 // plan fills s.moves. The result aliases scheduler scratch space.
 func (s *Scheduler) plan(now time.Duration) []Move {
-	cfg := &s.cfg.Rebalance
 	s.moves = s.moves[:0]
 	clear(s.added)
 	for _, src := range s.members {
-		if !src.ready() || len(src.queue) == 0 || len(s.moves) >= cfg.MaxMoves {
-			continue
-		}
-		thr := s.threshold(src)
-		oldest := time.Duration(0)
-		for _, r := range src.queue {
-			oldest = max(oldest, now-r.enqueued)
-		}
-		stuck := cfg.OldestWait > 0 && oldest >= cfg.OldestWait
-		if src.ahead() <= thr && !stuck {
-			continue
-		}
-		first := len(s.moves)
-		for _, r := range src.queue {
-			if m, ok := s.bestMove(r, src, src.ahead(), now); ok {
-				s.moves = append(s.moves, m)
-			}
-		}
-		cand := s.moves[first:]
-		slices.SortFunc(cand, func(a, b Move) int {
-			if a.Benefit != b.Benefit {
-				if a.Benefit > b.Benefit {
-					return -1
-				}
-				return 1
-			}
-			return int(a.Request.enqueued - b.Request.enqueued)
-		})
-		// Greedy, re-checked against the loads earlier moves left.
-		load := src.ahead()
-		kept := first
-		for _, m := range cand {
-			if kept >= cfg.MaxMoves {
-				break
-			}
-			r := m.Request
-			waitedOut := cfg.OldestWait > 0 && now-r.enqueued >= cfg.OldestWait
-			if load <= thr && !waitedOut {
-				continue
-			}
-			m2, ok := s.bestMove(r, src, load, now)
-			if !ok {
-				continue
-			}
-			load -= r.uncached
-			s.added[m2.to.idx] += r.Tokens - m2.toCached
-			s.moves[kept] = m2
-			kept++
-		}
-		s.moves = s.moves[:kept]
+		s.planFrom(src, now)
 	}
 	return s.moves
+}
+
+// planFrom adds to s.moves the moves away from src. It holds src's lock
+// while it reads src's queue (the caller holds s.mu).
+func (s *Scheduler) planFrom(src *instance, now time.Duration) {
+	cfg := &s.cfg.Rebalance
+	if !src.ready() || len(s.moves) >= cfg.MaxMoves {
+		return
+	}
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	if len(src.queue) == 0 {
+		return
+	}
+	thr := s.threshold(src)
+	oldest := time.Duration(0)
+	for _, r := range src.queue {
+		oldest = max(oldest, now-r.enqueued)
+	}
+	stuck := cfg.OldestWait > 0 && oldest >= cfg.OldestWait
+	if src.ahead() <= thr && !stuck {
+		return
+	}
+	first := len(s.moves)
+	for _, r := range src.queue {
+		if m, ok := s.bestMove(r, src, src.ahead(), now); ok {
+			s.moves = append(s.moves, m)
+		}
+	}
+	cand := s.moves[first:]
+	slices.SortFunc(cand, func(a, b Move) int {
+		if a.Benefit != b.Benefit {
+			if a.Benefit > b.Benefit {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Request.enqueued - b.Request.enqueued)
+	})
+	// Greedy, re-checked against the loads earlier moves left.
+	load := src.ahead()
+	kept := first
+	for _, m := range cand {
+		if kept >= cfg.MaxMoves {
+			break
+		}
+		r := m.Request
+		waitedOut := cfg.OldestWait > 0 && now-r.enqueued >= cfg.OldestWait
+		if load <= thr && !waitedOut {
+			continue
+		}
+		m2, ok := s.bestMove(r, src, load, now)
+		if !ok {
+			continue
+		}
+		load -= r.uncached
+		s.added[m2.to.idx] += r.Tokens - m2.toCached
+		s.moves[kept] = m2
+		kept++
+	}
+	s.moves = s.moves[:kept]
 }
 
 // bestMove returns the most beneficial allowed move of r away from src,
@@ -198,22 +209,54 @@ func (s *Scheduler) apply(moves []Move, now time.Duration) int {
 	for i := range moves {
 		m := &moves[i]
 		r := m.Request
-		if r.state != stateQueued || r.inst != m.from || m.to == nil || !m.to.ready() {
+		// r.inst changes only under s.mu, which we hold; r.state under
+		// r.inst's lock.
+		if m.from == nil || r.inst != m.from || m.to == nil || !m.to.ready() {
+			continue
+		}
+		lockPair(m.from, m.to)
+		if r.state != stateQueued {
+			unlockPair(m.from, m.to)
 			continue
 		}
 		s.dequeue(r)
 		r.dec.Fallback = m.from.ID
 		r.dec.Reason = ReasonMigrated
-		r.inst = m.to
+		r.setInst(m.to)
 		r.cached = m.to.cachedTokens(r, s.cfg.BlockSize)
 		r.uncached = r.Tokens - r.cached
 		r.dec.Instance = m.to.ID
 		r.dec.CachedTokens = r.cached
 		r.dec.EstimatedTTFT = seconds(m.to.est.ttft(m.to.ahead(), r.uncached))
 		s.enqueue(m.to, r, now)
-		s.stats.Migrations++
+		s.stats.Migrations.Add(1)
 		n++
+		if m.from != m.to {
+			m.from.mu.Unlock()
+		}
 		s.drain(m.to, now)
+		m.to.mu.Unlock()
 	}
 	return n
+}
+
+// lockPair locks two instances (or one, if a == b) in lock order.
+func lockPair(a, b *instance) {
+	switch {
+	case a == b:
+		a.mu.Lock()
+	case a.seq < b.seq:
+		a.mu.Lock()
+		b.mu.Lock()
+	default:
+		b.mu.Lock()
+		a.mu.Lock()
+	}
+}
+
+func unlockPair(a, b *instance) {
+	a.mu.Unlock()
+	if a != b {
+		b.mu.Unlock()
+	}
 }

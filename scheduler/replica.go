@@ -25,7 +25,7 @@ func (s *Scheduler) SetRemoteLoad(id string, l Load) error {
 	if in == nil {
 		return fmt.Errorf("%w %q", ErrUnknownInstance, id)
 	}
-	in.remote = l
+	in.remote.store(l)
 	return nil
 }
 
@@ -44,13 +44,15 @@ func (s *Scheduler) RecordCached(id string, blocks []uint64, at time.Time) error
 		return fmt.Errorf("%w %q", ErrUnknownInstance, id)
 	}
 	now := s.now()
+	in.mu.Lock()
+	defer in.mu.Unlock()
 	add := float64((len(blocks) - in.kv.cachedBlocks(blocks)) * s.cfg.BlockSize)
 	if !at.IsZero() {
 		if age := now - at.Sub(s.epoch); age > 0 {
 			add *= math.Exp(-float64(age) / float64(prebleWindow))
 		}
 	}
-	in.addRecent(now, add)
+	in.addRecentLocked(now, add)
 	in.kv.add(blocks)
 	return nil
 }
@@ -60,7 +62,7 @@ func (s *Scheduler) LocalLoad(dst map[string]Load) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, in := range s.members {
-		dst[in.ID] = Load{Queued: len(in.queue), QueuedTokens: in.queuedTokens - in.lateTokens, PendingTokens: in.pendingTokens, Running: in.running}
+		dst[in.ID] = Load{Queued: in.nqueued.get(), QueuedTokens: in.queuedTokens.get() - in.lateTokens.get(), PendingTokens: in.pendingTokens.get(), Running: in.running.get()}
 	}
 }
 
@@ -68,16 +70,15 @@ func (s *Scheduler) LocalLoad(dst map[string]Load) {
 // (model listings, health probes): the (n mod ready)-th ready member, so
 // callers spread them by passing a counter or a request hash.
 func (s *Scheduler) AnyReady(n uint64) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.nready == 0 {
+	p := s.pick.Load()
+	if p.nready == 0 {
 		return "", ErrNoEndpoint
 	}
-	k := int(n % uint64(s.nready))
-	for i, ok := range s.ready {
+	k := int(n % uint64(p.nready))
+	for i, ok := range p.ready {
 		if ok {
 			if k == 0 {
-				return s.members[i].ID, nil
+				return p.members[i].ID, nil
 			}
 			k--
 		}
@@ -98,6 +99,7 @@ func (s *Scheduler) SetEngineLoad(id string, l EngineLoad) error {
 	if in == nil {
 		return fmt.Errorf("%w %q", ErrUnknownInstance, id)
 	}
-	in.engine = l
+	in.engineWaiting.set(l.Waiting)
+	in.engineRunning.set(l.Running)
 	return nil
 }

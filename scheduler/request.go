@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/dualmap/dualmap/internal/hashing"
@@ -38,7 +39,7 @@ type Request struct {
 
 	dec        Decision // where it went; changes when dispatched, migrated or re-routed
 	state      reqState
-	inst       *instance
+	inst       *instance                // see setInst
 	cand       [maxCandidates]*instance // candidate set at routing time
 	ncand      int
 	cached     int // cached tokens on inst, estimated when routed or moved
@@ -50,6 +51,20 @@ type Request struct {
 	qpos       int    // index in inst.queue while queued
 	key        uint64 // ring key: the chained hash of the first KeyDepth blocks
 	waiter     Waiter // told when a queued request is dispatched or failed
+
+	owner atomic.Pointer[instance] // inst, for lockOwner
+
+	// Policy input scratch (see picker.choose): the request already lives
+	// on the heap, so the policy's view of it does not allocate.
+	pview  view
+	pcands [maxCandidates]int32
+}
+
+// setInst moves r to in. The caller holds the lock of r's instance, if it
+// has one, and in's.
+func (r *Request) setInst(in *instance) {
+	r.inst = in
+	r.owner.Store(in)
 }
 
 type reqState uint8

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -101,29 +102,65 @@ type Stats struct {
 	Migrations, Rerouted, Expired, Late, Failed uint64
 }
 
+// stats are the live counters behind Stats.
+type stats struct {
+	Routed, Dispatched, Completed, Cancelled    atomic.Uint64
+	Migrations, Rerouted, Expired, Late, Failed atomic.Uint64
+}
+
+func (c *stats) load() Stats {
+	return Stats{
+		Routed: c.Routed.Load(), Dispatched: c.Dispatched.Load(), Completed: c.Completed.Load(), Cancelled: c.Cancelled.Load(),
+		Migrations: c.Migrations.Load(), Rerouted: c.Rerouted.Load(), Expired: c.Expired.Load(), Late: c.Late.Load(), Failed: c.Failed.Load(),
+	}
+}
+
 // Scheduler routes requests over a pool of instances. All methods are safe
-// for concurrent use; none blocks on anything but its own short lock, none
-// does I/O.
+// for concurrent use; none blocks on anything but short locks, none does
+// I/O.
+//
+// State and locks:
+//   - pick, the routing snapshot (see picker), is read without a lock and
+//     replaced while holding kdMu (and mu too when membership changes).
+//   - Each instance's mu guards its router queue, the state of the
+//     requests queued at or dispatched to it, and changes to its load
+//     figures and KV index (readers use atomics, see instance). A request
+//     is routed, dispatched, completed or cancelled under its instance's
+//     lock alone.
+//   - mu guards membership (members, byID, the instances' flags and idx)
+//     and everything that moves a queued request from one instance to
+//     another (rebalancing, re-routing when an instance leaves or stops
+//     being ready) or spans all queues (expiry, Tick). A request's
+//     instance (Request.inst) changes only with mu and the lock of the
+//     instance it leaves held.
+//   - kdMu guards the key-depth table.
+//
+// Lock order: mu, then kdMu or instance locks; two instance locks in
+// ascending seq. kdMu and instance locks are never held together. Waiters
+// are told with an instance lock held.
 type Scheduler struct {
 	cfg        Config
 	policy     policy
 	rebalances bool
 	epoch      time.Time
 
-	mu      sync.Mutex // guards every field below
+	pick  atomic.Pointer[picker]
+	stats stats
+	est   *estimator // the pool's per-token cost (Cost.PerInstance: each instance has its own)
+
+	kdMu sync.Mutex // guards kd's counts and splits (its configuration is immutable)
+	kd   *keyDepth
+
+	mu      sync.Mutex // guards every field below; see above for what else
 	members []*instance
 	byID    map[string]*instance
-	ready   []bool
+	ready   []bool // never changed once published: refreshReady makes a new one
 	nready  int
-	rings   ringSet
-	kd      *keyDepth
-	stats   Stats
-	est     *estimator // the pool's per-token cost (Cost.PerInstance: each instance has its own)
-	moves   []Move     // rebalancer scratch
-	added   []int      // rebalancer scratch, per member
+	rings   *ringSet
+	seq     uint64 // instances created so far
+	moves   []Move // rebalancer scratch
+	added   []int  // rebalancer scratch, per member
 	reroute []*Request
-	view    view                 // policy input scratch
-	cands   [maxCandidates]int32 // policy input scratch
 }
 
 // New returns a Scheduler for cfg over instances (which may be empty).
@@ -140,7 +177,7 @@ func New(cfg Config, instances []Instance) (*Scheduler, error) {
 		byID:   make(map[string]*instance),
 		kd:     newKeyDepth(cfg.KeyDepth, 0, cfg.BlockSize),
 	}
-	s.est = &estimator{cfg: &s.cfg.Cost, cost: s.cfg.Cost.PerToken}
+	s.est = newEstimator(&s.cfg.Cost, s.cfg.Cost.PerToken)
 	if rp, ok := pol.(rebalancing); ok {
 		s.rebalances = rp.rebalance()
 	}
@@ -169,33 +206,24 @@ func checkRequest(r *Request) error {
 	return nil
 }
 
-// keyFor returns r's key depth and ring key.
-func (s *Scheduler) keyFor(r *Request) (int, uint64) {
-	if r.Session != 0 {
-		return 0, r.Session
-	}
-	d := s.kd.depth(r.Blocks)
-	return d, s.kd.key(r.Blocks, d)
-}
-
 // Pick returns where r would go now, without routing it: no state changes,
-// no allocation. For debugging and benchmarks.
+// no allocation, no lock. For debugging and benchmarks. It uses scratch
+// space in r: do not call it on a request that is being routed.
 func (s *Scheduler) Pick(r *Request) (Decision, error) {
 	if err := checkRequest(r); err != nil {
 		return Decision{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d, key := s.keyFor(r)
+	p := s.pick.Load()
+	d, key := p.keyFor(r)
 	saved := r.key
 	r.key = key
-	ch, cands, n, err := s.choose(r, s.now())
+	ch, cands, n, err := p.choose(r, s.now())
 	r.key = saved
 	if err != nil {
 		return Decision{}, err
 	}
-	in := s.members[ch.inst]
-	cached := in.cachedTokens(r, s.cfg.BlockSize)
+	in := p.members[ch.inst]
+	cached := in.cachedTokens(r, p.blockSize)
 	dec := Decision{
 		Instance:      in.ID,
 		Reason:        ch.reason,
@@ -203,48 +231,10 @@ func (s *Scheduler) Pick(r *Request) (Decision, error) {
 		CachedTokens:  cached,
 		EstimatedTTFT: seconds(in.est.ttft(in.ahead(), r.Tokens-cached)),
 	}
-	if fb := s.fallback(ch, cands[:n]); fb != nil {
+	if fb := p.fallback(ch, cands[:n]); fb != nil {
 		dec.Fallback = fb.ID
 	}
 	return dec, nil
-}
-
-// choose runs the policy for r at now.
-// The candidates are returned by value; the policy sees them through
-// scheduler-owned scratch space (s.view, s.cands), so nothing escapes to the
-// heap.
-func (s *Scheduler) choose(r *Request, now time.Duration) (choice, [maxCandidates]int32, int, error) {
-	if s.nready == 0 {
-		return choice{}, [maxCandidates]int32{}, 0, ErrNoEndpoint
-	}
-	n := s.rings.candidates(r.key, s.ready, &s.cands)
-	s.view = view{
-		members:   s.members,
-		ready:     s.ready,
-		nready:    s.nready,
-		rings:     &s.rings,
-		blockSize: s.cfg.BlockSize,
-		now:       now,
-		slo:       s.sloOf(r).Seconds(),
-	}
-	cands := s.cands
-	ch, err := s.policy.pick(&s.view, r, s.cands[:n])
-	if err == nil && (ch.inst < 0 || int(ch.inst) >= len(s.members) || !s.ready[ch.inst]) {
-		err = fmt.Errorf("scheduler: policy %s chose member %d, which is not ready", s.cfg.Policy, ch.inst)
-	}
-	return ch, cands, n, err
-}
-
-func (s *Scheduler) fallback(ch choice, cands []int32) *instance {
-	if ch.fallback >= 0 && ch.fallback != ch.inst {
-		return s.members[ch.fallback]
-	}
-	for _, c := range cands {
-		if c != ch.inst {
-			return s.members[c]
-		}
-	}
-	return nil
 }
 
 // Submit routes r without blocking: it picks an instance and either
@@ -261,66 +251,97 @@ func (s *Scheduler) Submit(r *Request, w Waiter) (Decision, error) {
 	if err := checkRequest(r); err != nil {
 		return Decision{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r.state != stateNew {
+	if r.state != stateNew { // a new request is the caller's alone
 		return Decision{}, fmt.Errorf("%w: request routed twice", ErrBadRequest)
 	}
 	now := s.now()
-	d, key := s.keyFor(r)
+	d, key := s.pick.Load().keyFor(r)
 	r.arrived = now
 	r.key = key
 	r.dec = Decision{KeyDepth: d}
 	r.waiter = nil // its own outcome is this call's result
-	if err := s.place(r, now, ReasonNone); err != nil {
+	dec, st, err := s.place(r, now, w)
+	if err != nil {
 		return Decision{}, err
 	}
 	if r.Session == 0 {
-		s.kd.observe(r.Blocks, d, now)
+		s.observe(r.Blocks, d, now)
 	}
-	s.stats.Routed++
-	if r.state == stateDone {
+	s.stats.Routed.Add(1)
+	if st == stateDone {
 		return Decision{}, ErrLate // rejected as late by its own queue's drain
 	}
-	if r.state == stateQueued {
-		r.waiter = w
-	}
-	return r.dec, nil
+	return dec, nil
 }
 
-// place chooses an instance for r and queues or dispatches it there.
-func (s *Scheduler) place(r *Request, now time.Duration, reason Reason) error {
-	ch, cands, n, err := s.choose(r, now)
-	if err != nil {
-		return err
+// observe feeds the key-depth table and publishes its new splits.
+func (s *Scheduler) observe(blocks []uint64, d int, now time.Duration) {
+	s.kdMu.Lock()
+	defer s.kdMu.Unlock()
+	if s.kd.observe(blocks, d, now) {
+		s.publishSplits()
 	}
-	in := s.members[ch.inst]
+}
+
+// place routes a new request: it chooses an instance and queues or
+// dispatches r there, and returns r's decision and state as of then. If
+// the instance stopped taking requests since the snapshot was taken, it
+// chooses again from the newer one.
+func (s *Scheduler) place(r *Request, now time.Duration, w Waiter) (Decision, reqState, error) {
+	for {
+		in, err := s.prepare(s.pick.Load(), r, now, ReasonNone)
+		if err != nil {
+			return Decision{}, 0, err
+		}
+		in.mu.Lock()
+		if !in.accepting {
+			in.mu.Unlock()
+			continue
+		}
+		s.assign(r, in, now)
+		if r.state == stateQueued {
+			r.waiter = w
+		}
+		dec, st := r.dec, r.state
+		in.mu.Unlock()
+		return dec, st, nil
+	}
+}
+
+// prepare runs the policy for r and records its candidates, fallback and
+// reason in r; it returns the chosen instance. The caller owns r: it is new,
+// or its instance's lock is held.
+func (s *Scheduler) prepare(p *picker, r *Request, now time.Duration, reason Reason) (*instance, error) {
+	ch, cands, n, err := p.choose(r, now)
+	if err != nil {
+		return nil, err
+	}
+	in := p.members[ch.inst]
 	r.ncand = n
 	for k := 0; k < n; k++ {
-		r.cand[k] = s.members[cands[k]]
+		r.cand[k] = p.members[cands[k]]
 	}
 	r.dec.Fallback = ""
-	if fb := s.fallback(ch, cands[:n]); fb != nil {
+	if fb := p.fallback(ch, cands[:n]); fb != nil {
 		r.dec.Fallback = fb.ID
 	}
 	if reason == ReasonNone {
 		reason = ch.reason
 	}
 	r.dec.Reason = reason
-	s.assign(r, in, now)
-	return nil
+	return in, nil
 }
 
 // assign puts r in in's queue (with its cached estimate there) and lets the
-// queue dispatch what it can.
+// queue dispatch what it can. The caller holds in.mu.
 func (s *Scheduler) assign(r *Request, in *instance, now time.Duration) {
-	r.inst = in
+	r.setInst(in)
 	r.cached = in.cachedTokens(r, s.cfg.BlockSize)
 	r.uncached = r.Tokens - r.cached
 	r.dec.Instance = in.ID
 	r.dec.CachedTokens = r.cached
 	r.dec.EstimatedTTFT = seconds(in.est.ttft(in.ahead(), r.uncached))
-	in.addRecent(now, float64(r.uncached))
+	in.addRecentLocked(now, float64(r.uncached))
 	if s.cfg.Queue.Budget == 0 {
 		s.dispatch(in, r, now)
 		return
@@ -329,18 +350,18 @@ func (s *Scheduler) assign(r *Request, in *instance, now time.Duration) {
 	s.drain(in, now)
 }
 
-// dispatch marks r as sent to in.
+// dispatch marks r as sent to in. The caller holds in.mu.
 func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration) {
 	r.cached = in.cachedTokens(r, s.cfg.BlockSize) // may have grown while it waited
 	r.uncached = r.Tokens - r.cached
-	r.work = in.pendingTokens + r.uncached
-	in.pendingTokens += r.uncached
-	if in.avgUncached == 0 {
-		in.avgUncached = float64(r.uncached)
+	r.work = in.pendingTokens.get() + r.uncached
+	in.pendingTokens.add(r.uncached)
+	if avg := in.avgUncached.get(); avg == 0 {
+		in.avgUncached.set(float64(r.uncached))
 	} else {
-		in.avgUncached += 0.1 * (float64(r.uncached) - in.avgUncached)
+		in.avgUncached.set(avg + 0.1*(float64(r.uncached)-avg))
 	}
-	in.running++
+	in.running.add(1)
 	in.kv.add(r.Blocks)
 	if r.state == stateQueued {
 		r.dec.Waited = now - r.enqueued
@@ -349,24 +370,26 @@ func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration) {
 	r.dispatched = now
 	r.dec.Queued = false
 	r.dec.CachedTokens = r.cached
-	s.stats.Dispatched++
+	s.stats.Dispatched.Add(1)
 	r.notifyDispatched()
 }
 
 // FirstToken reports that r's first token arrived: its prefill is done.
 // It feeds the TTFT estimator and may dispatch queued requests.
 func (s *Scheduler) FirstToken(r *Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	in := lockOwner(r)
+	if in == nil {
+		return
+	}
+	defer in.mu.Unlock()
 	if r.state != stateDispatched {
 		return
 	}
 	now := s.now()
-	in := r.inst
-	in.pendingTokens -= r.uncached
+	in.pendingTokens.add(-r.uncached)
 	r.state = statePrefilled
 	in.est.observe(r.work, r.uncached, (now - r.dispatched).Seconds())
-	s.drainIfMember(in, now)
+	s.drain(in, now)
 }
 
 // Complete reports that r finished (successfully or not) and releases its
@@ -382,9 +405,11 @@ func (s *Scheduler) Cancel(r *Request) {
 }
 
 func (s *Scheduler) finish(r *Request, completed bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	in := r.inst
+	in := lockOwner(r)
+	if in == nil {
+		return
+	}
+	defer in.mu.Unlock()
 	switch r.state {
 	case stateNew, stateDone:
 		return
@@ -392,19 +417,19 @@ func (s *Scheduler) finish(r *Request, completed bool) {
 		s.dequeue(r)
 		completed = false
 	case stateDispatched:
-		in.pendingTokens -= r.uncached
-		in.running--
+		in.pendingTokens.add(-r.uncached)
+		in.running.add(-1)
 	case statePrefilled:
-		in.running--
+		in.running.add(-1)
 	}
 	r.state = stateDone
 	r.waiter = nil
 	if completed {
-		s.stats.Completed++
+		s.stats.Completed.Add(1)
 	} else {
-		s.stats.Cancelled++
+		s.stats.Cancelled.Add(1)
 	}
-	s.drainIfMember(in, s.now())
+	s.drain(in, s.now())
 }
 
 // Tick does the periodic work: it expires requests that waited longer than
@@ -422,14 +447,10 @@ func (s *Scheduler) Tick() {
 	}
 	for _, in := range s.members {
 		if in.ready() {
+			in.mu.Lock()
 			s.drain(in, now)
+			in.mu.Unlock()
 		}
-	}
-}
-
-func (s *Scheduler) drainIfMember(in *instance, now time.Duration) {
-	if in != nil && in.idx >= 0 {
-		s.drain(in, now)
 	}
 }
 
@@ -438,11 +459,7 @@ func (s *Scheduler) drainIfMember(in *instance, now time.Duration) {
 func (s *Scheduler) Rebalances() bool { return s.rebalances }
 
 // Stats returns the cumulative counters.
-func (s *Scheduler) Stats() Stats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stats
-}
+func (s *Scheduler) Stats() Stats { return s.stats.load() }
 
 // Instances reports every member's state, in ring-member order.
 func (s *Scheduler) Instances() []InstanceState {
@@ -457,16 +474,18 @@ func (s *Scheduler) Instances() []InstanceState {
 
 // KeyDepthState exports the key-depth table (for sharing with replicas).
 func (s *Scheduler) KeyDepthState() KeyDepthState {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.kdMu.Lock()
+	defer s.kdMu.Unlock()
 	return s.kd.export()
 }
 
 // ImportKeyDepth replaces the key-depth table's splits with st.
 func (s *Scheduler) ImportKeyDepth(st KeyDepthState) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.kd.importState(st)
+	s.kdMu.Lock()
+	defer s.kdMu.Unlock()
+	if s.kd.importState(st) {
+		s.publishSplits()
+	}
 }
 
 // SetInstances makes list the pool. Members keep their state (queues,
@@ -488,43 +507,48 @@ func (s *Scheduler) SetInstances(list []Instance) error {
 		keep[spec.ID] = true
 		in := s.byID[spec.ID]
 		if in == nil {
-			in = &instance{healthy: true}
+			s.seq++
+			in = &instance{Instance: Instance{ID: spec.ID}, healthy: true, seq: s.seq}
 			in.est = s.est
 			if s.cfg.Cost.PerInstance {
-				in.est = &estimator{cfg: &s.cfg.Cost, cost: s.est.cost}
+				in.est = newEstimator(&s.cfg.Cost, s.est.cost())
 			}
 			s.byID[spec.ID] = in
 		}
-		in.Instance = spec
+		// Not in.Instance = spec: pickers read in.ID without a lock.
+		in.Weight, in.CacheTokens = spec.Weight, spec.CacheTokens
 		capTokens := spec.CacheTokens
 		if capTokens == 0 {
 			capTokens = s.cfg.CacheTokens
 		}
+		in.mu.Lock()
 		if in.kv == nil {
 			in.kv = newKVIndex(capTokens / s.cfg.BlockSize)
 		} else {
 			in.kv.setCapacity(capTokens / s.cfg.BlockSize)
 		}
+		in.mu.Unlock()
 		in.idx = i
 		members[i] = in
 		ids[i], weights[i] = spec.ID, spec.Weight
 	}
+	s.members = members
+	rings := newRingSet(s.cfg.Candidates, ids, weights, s.cfg.VirtualNodes)
+	s.rings = &rings
+	s.added = make([]int, len(members))
+	s.refreshReady()
+	// Removed members take no more requests; their queues are re-routed.
 	s.reroute = s.reroute[:0]
 	for id, in := range s.byID {
 		if !keep[id] {
+			in.mu.Lock()
+			in.accepting = false
 			s.reroute = append(s.reroute, in.queue...)
-			for _, r := range in.queue {
-				in.queuedTokens -= r.uncached
-			}
-			in.queue = nil
+			in.mu.Unlock()
 			in.idx = -1
 			delete(s.byID, id)
 		}
 	}
-	s.members = members
-	s.rings = newRingSet(s.cfg.Candidates, ids, weights, s.cfg.VirtualNodes)
-	s.added = make([]int, len(members))
-	s.refreshReady()
 	s.rerouteAll()
 	return nil
 }
@@ -553,48 +577,96 @@ func (s *Scheduler) setFlag(id string, set func(*instance)) error {
 	}
 	set(in)
 	s.refreshReady()
-	if !in.ready() && len(in.queue) > 0 {
+	if !in.ready() {
+		in.mu.Lock()
 		s.reroute = append(s.reroute[:0], in.queue...)
-		for len(in.queue) > 0 {
-			s.dequeue(in.queue[len(in.queue)-1])
-		}
+		in.mu.Unlock()
 		s.rerouteAll()
 	}
 	return nil
 }
 
+// refreshReady recomputes the ready flags and publishes a new picker. An
+// instance takes requests (accepting) from before the picker offering it
+// is published until after one that does not is.
 func (s *Scheduler) refreshReady() {
-	if cap(s.ready) < len(s.members) {
-		s.ready = make([]bool, len(s.members))
-	}
-	s.ready = s.ready[:len(s.members)]
+	s.ready = make([]bool, len(s.members)) // the published one is immutable
 	s.nready = 0
 	for i, in := range s.members {
 		s.ready[i] = in.ready()
 		if s.ready[i] {
 			s.nready++
+			in.setAccepting(true)
 		}
 	}
+	s.kdMu.Lock()
 	s.kd.setInstances(max(s.nready, 1))
+	s.publish()
+	s.kdMu.Unlock()
+	for i, in := range s.members {
+		if !s.ready[i] {
+			in.setAccepting(false)
+		}
+	}
 }
 
-// rerouteAll places every request of s.reroute again, keeping its key.
+// rerouteAll places every request of s.reroute, queued at instances that
+// no longer take requests, again, keeping its key. Those cancelled
+// meanwhile are skipped.
 func (s *Scheduler) rerouteAll() {
 	now := s.now()
 	for _, r := range s.reroute {
-		// Still stateQueued: enqueue keeps its wait, so MaxWait and aging
-		// run on across a re-route.
-		r.inst = nil
-		if err := s.place(r, now, ReasonRerouted); err != nil {
-			r.state = stateDone
-			s.stats.Failed++
-			r.notifyFailed(err)
-			continue
-		}
-		s.stats.Rerouted++
+		s.rerouteOne(r, r.inst, now) // r.inst cannot change: we hold mu
 	}
 	clear(s.reroute)
 	s.reroute = s.reroute[:0]
+}
+
+func (s *Scheduler) rerouteOne(r *Request, from *instance, now time.Duration) {
+	from.mu.Lock()
+	if r.state != stateQueued {
+		from.mu.Unlock()
+		return
+	}
+	to, err := s.prepare(s.pick.Load(), r, now, ReasonRerouted)
+	if err == nil && to == from {
+		err = ErrNoEndpoint // not possible: from is not ready in the picker
+	}
+	if err != nil {
+		s.dequeue(r)
+		r.state = stateDone
+		s.stats.Failed.Add(1)
+		r.notifyFailed(err)
+		from.mu.Unlock()
+		return
+	}
+	if !lockSecond(from, to) && r.state != stateQueued { // cancelled while from was unlocked
+		from.mu.Unlock()
+		to.mu.Unlock()
+		return
+	}
+	// Still stateQueued: enqueue keeps its wait, so MaxWait and aging run
+	// on across a re-route.
+	s.dequeue(r)
+	r.setInst(to)
+	from.mu.Unlock()
+	s.assign(r, to, now)
+	to.mu.Unlock()
+	s.stats.Rerouted.Add(1)
+}
+
+// lockSecond locks to while from is locked, keeping the lock order: if to
+// comes first, it unlocks from, locks both in order and returns false (the
+// caller re-checks what from's lock protected).
+func lockSecond(from, to *instance) bool {
+	if from.seq < to.seq {
+		to.mu.Lock()
+		return true
+	}
+	from.mu.Unlock()
+	to.mu.Lock()
+	from.mu.Lock()
+	return false
 }
 
 func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }

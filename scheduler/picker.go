@@ -1,0 +1,106 @@
+package scheduler
+
+import (
+	"fmt"
+	"time"
+)
+
+// picker is what a routing decision reads: the members, which of them are
+// ready, the rings and the key-depth split set, as of the last change to
+// any of them. It is immutable once published (Scheduler.pick): a change
+// builds a new one (copy on write), so key computation, candidate lookup
+// and the policy's pick run without the Scheduler's lock. The members'
+// load, read by the policies, lives in the instances themselves (see
+// instance).
+type picker struct {
+	members    []*instance
+	ready      []bool
+	nready     int
+	rings      *ringSet
+	split      map[uint64]uint64 // copy of the key-depth table's split set
+	kd         *keyDepth         // only its configuration is read
+	policy     policy
+	policyName string
+	blockSize  int
+	slo        time.Duration // the default TTFT objective
+}
+
+// keyFor returns r's key depth and ring key.
+func (p *picker) keyFor(r *Request) (int, uint64) {
+	if r.Session != 0 {
+		return 0, r.Session
+	}
+	d := p.kd.depthWith(p.split, r.Blocks)
+	return d, p.kd.key(r.Blocks, d)
+}
+
+func (p *picker) sloOf(r *Request) time.Duration {
+	if r.SLO > 0 {
+		return r.SLO
+	}
+	return p.slo
+}
+
+// choose runs the policy for r (whose key is set) at now. The candidates
+// are returned by value; the policy sees them, and its view, through
+// scratch space in r, so nothing escapes to the heap.
+func (p *picker) choose(r *Request, now time.Duration) (choice, [maxCandidates]int32, int, error) {
+	if p.nready == 0 {
+		return choice{}, [maxCandidates]int32{}, 0, ErrNoEndpoint
+	}
+	n := p.rings.candidates(r.key, p.ready, &r.pcands)
+	r.pview = view{
+		members:   p.members,
+		ready:     p.ready,
+		nready:    p.nready,
+		rings:     p.rings,
+		blockSize: p.blockSize,
+		now:       now,
+		slo:       p.sloOf(r).Seconds(),
+	}
+	cands := r.pcands
+	ch, err := p.policy.pick(&r.pview, r, r.pcands[:n])
+	if err == nil && (ch.inst < 0 || int(ch.inst) >= len(p.members) || !p.ready[ch.inst]) {
+		err = fmt.Errorf("scheduler: policy %s chose member %d, which is not ready", p.policyName, ch.inst)
+	}
+	return ch, cands, n, err
+}
+
+// fallback returns the instance to report as r's failover target.
+func (p *picker) fallback(ch choice, cands []int32) *instance {
+	if ch.fallback >= 0 && ch.fallback != ch.inst {
+		return p.members[ch.fallback]
+	}
+	for _, c := range cands {
+		if c != ch.inst {
+			return p.members[c]
+		}
+	}
+	return nil
+}
+
+// publish builds and publishes a picker from the current membership and
+// split set. Called with s.mu and s.kdMu held, when membership changes.
+func (s *Scheduler) publish() {
+	s.pick.Store(&picker{
+		members:    s.members,
+		ready:      s.ready,
+		nready:     s.nready,
+		rings:      s.rings,
+		split:      s.kd.splits(),
+		kd:         s.kd,
+		policy:     s.policy,
+		policyName: s.cfg.Policy,
+		blockSize:  s.cfg.BlockSize,
+		slo:        s.cfg.SLO,
+	})
+}
+
+// publishSplits publishes the current picker with the key-depth table's
+// current split set. Called with s.kdMu held (which every publication
+// holds), when the split set changes.
+func (s *Scheduler) publishSplits() {
+	p := *s.pick.Load()
+	p.split = s.kd.splits()
+	s.pick.Store(&p)
+}
