@@ -16,6 +16,9 @@
 //   - estimator.go: the TTFT estimator with an online per-token cost.
 //   - policy*.go: the routing policies, one per file, behind Policy.
 //   - queue.go: router-side per-instance queues with aging (§3.3).
+//   - flow.go: flow control: EnqueueAndWait blocks a caller until its
+//     request is dispatched, shed or cancelled; Submit and Waiter are the
+//     non-blocking form the simulator drives.
 //   - rebalance.go: hotspot migration of queued requests inside the pair (§3.4).
 //   - picker.go: the immutable routing snapshot (members, ready flags, rings,
 //     key-depth splits) that decisions read without a lock.
@@ -23,5 +26,8 @@
 //     says which lock guards what, and the lock order.
 //
 // The package is not for parsing requests, tokenizing, or talking to Redis:
-// those are extproc, tokenize and state.
+// those are internal/extproc, internal/tokenize and internal/state; what
+// replicas exchange is driven by internal/coord through the methods of
+// replica.go. It is the one package of the module meant for import by
+// others.
 package scheduler
