@@ -7,8 +7,9 @@ import (
 
 // Waiter learns the fate of a request that Submit queued. The Scheduler
 // calls exactly one of its methods, once, unless the request is cancelled
-// or completed first. It is called with one of the Scheduler's locks held
-// (that of the request's instance), from whichever goroutine's call
+// or completed first. It is called with the Scheduler's locks held (the
+// request's instance lock, and from Tick, Apply, SetInstances, SetHealthy
+// and SetDraining the scheduler lock too), from whichever goroutine's call
 // dispatched or failed the request: it must not block and must not call the
 // Scheduler.
 type Waiter interface {

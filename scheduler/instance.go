@@ -61,6 +61,7 @@ type instance struct {
 	nqueued       counter // len(queue)
 	queuedTokens  counter
 	lateTokens    counter // of queuedTokens, late requests' as of the last drain: they wait behind every other
+	onTimeTokens  counter // queuedTokens - lateTokens, set once both are updated: what readers without the lock use
 	pendingTokens counter
 	running       counter
 	remote        remoteLoad // other replicas' contribution, as last reported
@@ -166,7 +167,7 @@ func lockOwner(r *Request) *instance {
 // engine reports a longer queue of its own (traffic the routers do not
 // see, estimates that drifted), that queue at the average request size.
 func (in *instance) ahead() int {
-	own := in.queuedTokens.get() - in.lateTokens.get() + in.pendingTokens.get() + in.remote.QueuedTokens.get() + in.remote.PendingTokens.get()
+	own := in.onTimeTokens.get() + in.pendingTokens.get() + in.remote.QueuedTokens.get() + in.remote.PendingTokens.get()
 	return max(own, int(float64(in.engineWaiting.get())*in.avgUncached.get()))
 }
 
@@ -202,8 +203,18 @@ func (in *instance) addKV(blocks []uint64) {
 	in.mu.Unlock()
 }
 
+// addRecentLocked adds tokens to the windowed load at now. The window's
+// clock never goes back: a caller that read its now before another's later
+// update adds its tokens undecayed at the later time.
 func (in *instance) addRecentLocked(now time.Duration, tokens float64) {
-	in.recent.store(in.recentLoad(now, prebleWindow)+tokens, now)
+	_, at := in.recent.load()
+	in.recent.store(in.recentLoad(now, prebleWindow)+tokens, max(now, at))
+}
+
+// syncOnTime publishes queuedTokens - lateTokens after a change to either.
+// The caller holds the instance lock.
+func (in *instance) syncOnTime() {
+	in.onTimeTokens.set(max(in.queuedTokens.get()-in.lateTokens.get(), 0))
 }
 
 // inFlight is the number of requests dispatched to the instance and not

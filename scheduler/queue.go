@@ -150,6 +150,7 @@ func (s *Scheduler) enqueue(in *instance, r *Request, now time.Duration) {
 	in.queue = append(in.queue, r)
 	in.nqueued.set(len(in.queue))
 	in.queuedTokens.add(r.uncached)
+	in.syncOnTime()
 	r.dec.Queued = true
 }
 
@@ -169,6 +170,7 @@ func (s *Scheduler) dequeue(r *Request) {
 		in.lateTokens.set(0)
 	}
 	in.lateTokens.set(min(in.lateTokens.get(), in.queuedTokens.get()))
+	in.syncOnTime()
 }
 
 func (s *Scheduler) admissible(in *instance, r *Request) bool {
@@ -224,6 +226,7 @@ func (s *Scheduler) top(in *instance, now time.Duration) int {
 		}
 	}
 	in.lateTokens.set(late)
+	in.syncOnTime()
 	return best
 }
 

@@ -62,7 +62,7 @@ func (s *Scheduler) LocalLoad(dst map[string]Load) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, in := range s.members {
-		dst[in.ID] = Load{Queued: in.nqueued.get(), QueuedTokens: in.queuedTokens.get() - in.lateTokens.get(), PendingTokens: in.pendingTokens.get(), Running: in.running.get()}
+		dst[in.ID] = Load{Queued: in.nqueued.get(), QueuedTokens: in.onTimeTokens.get(), PendingTokens: in.pendingTokens.get(), Running: in.running.get()}
 	}
 }
 
