@@ -113,58 +113,198 @@ func TestBadInputThroughEnvoy(t *testing.T) {
 	}
 }
 
-// underLoad sends requests from 4 clients for d (prompt i of client w from
-// prompt(w, i)), runs fault after a second, and returns failed and total.
-func underLoad(s *stack, d time.Duration, prompt func(w, i int) string, fault func()) (failed, total int) {
+// sample is one request sent by underLoad: which client sent it, when it
+// started and what came back.
+type sample struct {
+	client int
+	start  time.Time
+	reply
+}
+
+func (r reply) failed() bool { return r.err != nil || r.status != 200 }
+
+// loadClients is how many clients underLoad runs.
+const loadClients = 4
+
+// underLoad sends requests from loadClients clients for d, each one request
+// at a time (prompt i of client w from prompt(w, i)); after a second it
+// runs fault. It returns every request sent and the time fault returned:
+// a request that started before then may have been in flight when the
+// fault struck.
+func underLoad(s *stack, d time.Duration, prompt func(w, i int) string, fault func()) ([]sample, time.Time) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	var samples []sample
 	stop := time.Now().Add(d)
-	for w := 0; w < 4; w++ {
+	for w := 0; w < loadClients; w++ {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
 			for i := 0; time.Now().Before(stop); i++ {
+				start := time.Now()
 				r := s.post("/v1/chat/completions", chatBody(prompt(w, i), "hi", false, 4))
 				mu.Lock()
-				total++
-				if r.status != 200 {
-					failed++
-				}
+				samples = append(samples, sample{client: w, start: start, reply: r})
 				mu.Unlock()
 			}
 		}(w)
 	}
 	time.Sleep(time.Second)
 	fault()
+	faultAt := time.Now()
 	wg.Wait()
-	return failed, total
+	return samples, faultAt
 }
 
-// An engine killed mid-run: its requests fail over to the fallback
-// endpoint and the router stops choosing it.
+// checkFailures fails t unless the only failed requests are ones that
+// started before faultAt (in flight when the fault struck), at most one
+// per client. It returns how many failed.
+func checkFailures(t *testing.T, samples []sample, faultAt time.Time) int {
+	t.Helper()
+	failed, perClient := 0, map[int]int{}
+	var late []sample
+	for _, x := range samples {
+		if !x.failed() {
+			continue
+		}
+		failed++
+		perClient[x.client]++
+		if !x.start.Before(faultAt) {
+			late = append(late, x)
+		}
+	}
+	for i, x := range late {
+		if i == 3 {
+			t.Errorf("... %d requests that started after the fault failed in all", len(late))
+			break
+		}
+		t.Errorf("client %d: a request started %v after the fault failed: %v", x.client, x.start.Sub(faultAt).Round(time.Millisecond), x.reply)
+	}
+	for c := range loadClients {
+		if n := perClient[c]; n > 1 {
+			t.Errorf("client %d saw %d failures, want at most 1 (its request in flight when the fault struck)", c, n)
+		}
+	}
+	return failed
+}
+
+// busiest returns the engine the router chose most often for the prompts
+// of underLoad's first round of requests, sending each once.
+func busiest(t *testing.T, s *stack, prompt func(w, i int) string) string {
+	t.Helper()
+	chosen := map[string]int{}
+	for w := 0; w < loadClients; w++ {
+		for i := 0; i < 8; i++ {
+			r := s.post("/v1/chat/completions", chatBody(prompt(w, i), "hi", false, 4))
+			if r.failed() {
+				t.Fatalf("warm-up request: %v", r)
+			}
+			chosen[r.instance]++
+		}
+	}
+	best := ""
+	for e, n := range chosen {
+		if best == "" || n > chosen[best] || n == chosen[best] && e < best {
+			best = e
+		}
+	}
+	return best
+}
+
+// An engine that refuses inference at the connection level while its
+// health check stays green (httpengine's refuse_inference fault: connect
+// is refused, the connections that carried inference are reset). The
+// router keeps choosing it whenever its backoff ends (the health check
+// brings it back), so its requests must be saved by failover: Envoy's
+// route retries once on connect-failure, reset-before-request and
+// refused-stream (envoy/front-proxy.yaml), and the override_host policy
+// sends the retry to the second address of x-gateway-destination-endpoint,
+// the router's fallback. A refused connect is retried; a request already
+// sent when its connection is reset is not (reset-before-request covers
+// only requests not yet sent, and "reset" is not in retry_on: a generation
+// may have begun). So the requests in flight on the engine when the fault
+// strikes fail, at most one per client, and every later request succeeds;
+// those the router sent to the engine are served by their fallback.
+func TestEngineFailover(t *testing.T) {
+	s := startStack(t, stackOptions{})
+	prompt := func(w, i int) string { return fmt.Sprintf("w%d p%d %s", w, i%8, systemPrompt) }
+	victim := busiest(t, s, prompt)
+	samples, faultAt := underLoad(s, 5*time.Second, prompt, func() {
+		resp, err := client.Post("http://"+victim+"/admin/fault", "application/json", strings.NewReader(`{"refuse_inference":true}`))
+		if err != nil {
+			t.Fatalf("setting the fault on %s: %v", victim, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("setting the fault on %s: status %d", victim, resp.StatusCode)
+		}
+	})
+	failed := checkFailures(t, samples, faultAt)
+	failovers, chosenAfter := 0, 0
+	for _, x := range samples {
+		if !x.start.Before(faultAt) && x.instance == victim {
+			chosenAfter++
+		}
+		if x.failed() {
+			continue
+		}
+		primary, fallback, _ := strings.Cut(x.header.Get("x-engine-destination"), ",")
+		if x.instance != primary {
+			t.Errorf("decision %s but destination %q: the router's header was not the pin", x.instance, x.header.Get("x-engine-destination"))
+		}
+		switch x.engine {
+		case primary:
+			if x.engine == victim && !x.start.Before(faultAt) {
+				t.Errorf("%s served a request that started after it began refusing inference: %v", victim, x.reply)
+			}
+		case fallback:
+			failovers++
+			if primary != victim {
+				t.Errorf("failover away from %s, which never failed: %v", primary, x.reply)
+			}
+		default:
+			t.Errorf("served by %s, neither the primary nor the fallback of %q", x.engine, x.header.Get("x-engine-destination"))
+		}
+	}
+	t.Logf("%s refusing inference, health green: %d requests, %d failed, %d chosen for it after the fault, %d served by their fallback",
+		victim, len(samples), failed, chosenAfter, failovers)
+	if failovers == 0 {
+		t.Errorf("no request was served by its fallback: failover was not exercised (%d requests chosen for %s after the fault)", chosenAfter, victim)
+	}
+}
+
+// An engine killed mid-run: the requests it was serving fail, at most one
+// per client, and no later request fails (until the router notices, a
+// request sent to the dead engine is refused and retried on its fallback).
+// Once the router has noticed, it no longer chooses the engine.
 func TestEngineKilled(t *testing.T) {
 	s := startStack(t, stackOptions{})
+	prompt := func(w, i int) string { return fmt.Sprintf("w%d p%d %s", w, i%8, systemPrompt) }
 	victim := s.engines[0]
-	failed, total := underLoad(s, 3*time.Second, func(w, i int) string { return fmt.Sprintf("w%d p%d %s", w, i%8, systemPrompt) }, victim.killNow)
-	t.Logf("engine %s killed mid-run: %d of %d requests failed", victim.addr, failed, total)
-	// After the router noticed, nothing goes to the dead engine and nothing fails.
+	samples, faultAt := underLoad(s, 3*time.Second, prompt, victim.killNow)
+	failed := checkFailures(t, samples, faultAt)
+	t.Logf("engine %s killed mid-run: %d of %d requests failed", victim.addr, failed, len(samples))
+	// The health check runs every 200ms: a second later the router knows.
 	time.Sleep(time.Second)
 	for i := 0; i < 20; i++ {
 		r := s.post("/v1/chat/completions", chatBody(fmt.Sprintf("after %d %s", i, systemPrompt), "hi", false, 4))
-		if r.status != 200 || r.engine == victim.addr {
+		if r.failed() || r.instance == victim.addr {
 			t.Fatalf("after the kill: %v", r)
 		}
 	}
-	if failed > total/4 {
-		t.Errorf("%d of %d requests failed while an engine died, want most to fail over", failed, total)
-	}
 }
 
-// A router replica killed: Envoy keeps serving through the other.
+// A router replica killed (SIGKILL): the requests whose ext_proc stream it
+// held fail, at most one per client, and no later request fails: Envoy's
+// outlier detection on the router cluster (consecutive_local_origin_failure:
+// 1) ejects the dead replica at its first local-origin failure (the reset
+// of those streams, or a refused connect), before its active health check
+// (every second) would.
 func TestRouterReplicaKilled(t *testing.T) {
 	s := startStack(t, stackOptions{routers: 2})
-	failed, total := underLoad(s, 4*time.Second, func(w, i int) string { return fmt.Sprintf("w%d %d %s", w, i, systemPrompt) }, s.routers[0].killNow)
-	t.Logf("router replica killed (SIGKILL) mid-run: %d of %d requests failed", failed, total)
+	samples, faultAt := underLoad(s, 4*time.Second, func(w, i int) string { return fmt.Sprintf("w%d %d %s", w, i, systemPrompt) }, s.routers[0].killNow)
+	failed := checkFailures(t, samples, faultAt)
+	t.Logf("router replica killed (SIGKILL) mid-run: %d of %d requests failed", failed, len(samples))
 	time.Sleep(1500 * time.Millisecond)
 	for i := 0; i < 20; i++ {
 		if r := s.post("/v1/chat/completions", chatBody(fmt.Sprintf("later %d", i), "hi", false, 4)); r.status != 200 {
@@ -213,12 +353,18 @@ func TestRedisRestartedUnderTraffic(t *testing.T) {
 	dir := t.TempDir()
 	rd := startRedis(t, dir)
 	s := startStack(t, stackOptions{routers: 2, redis: rd.addr})
-	failed, total := underLoad(s, 4*time.Second, func(w, i int) string { return fmt.Sprintf("w%d p%d %s", w, i%16, systemPrompt) }, func() {
+	samples, _ := underLoad(s, 4*time.Second, func(w, i int) string { return fmt.Sprintf("w%d p%d %s", w, i%16, systemPrompt) }, func() {
 		rd.p.killNow()
 		time.Sleep(time.Second)
 		rd.start()
 	})
-	t.Logf("Redis killed and restarted under traffic: %d of %d requests failed", failed, total)
+	failed := 0
+	for _, x := range samples {
+		if x.failed() {
+			failed++
+		}
+	}
+	t.Logf("Redis killed and restarted under traffic: %d of %d requests failed", failed, len(samples))
 	if failed != 0 {
 		t.Errorf("%d requests failed while Redis restarted, want 0", failed)
 	}

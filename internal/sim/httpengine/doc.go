@@ -10,9 +10,13 @@
 // engine profile, and a real prefix cache keyed by the block hashes the
 // router computes (package tokenize, byte encoder, same block size), so the
 // router's cache estimate and the engine's cache agree. It also takes
-// faults for tests: an error rate, added latency, a "down" health flag and
-// refused connections (POST /admin/fault, Server.SetFaults,
-// Server.SetRefuse with Server.Listener).
+// faults for tests: an error rate, added latency, a "down" health flag,
+// inference refused at the connection level while health still answers
+// (POST /admin/fault, Server.SetFaults) and reset connections
+// (Server.SetRefuse); the connection faults need Server.Listener. Every
+// response names the engine (x-engine-name) and repeats the destination a
+// router chose for the request (x-engine-destination), so tests can tell
+// who served a request from who was meant to.
 //
 // It is not a model: the output is synthetic ("token0 token1 ..."), one
 // word per output token, deterministic given the request. It is not a
@@ -38,6 +42,7 @@
 // loop.go (Run), ticket.go (what Run tells a handler), infer.go (the
 // inference endpoints), reply.go (response and chunk bodies), stream.go
 // (server-sent events), text.go (the synthetic output), faults.go (fault
-// injection and /admin/fault), listener.go (refused connections),
-// endpoints.go (/health, /v1/models), metrics.go (/metrics).
+// injection and /admin/fault), listener.go (the listener and connections
+// the connection faults act on), endpoints.go (/health, /v1/models),
+// metrics.go (/metrics).
 package httpengine

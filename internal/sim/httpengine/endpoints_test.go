@@ -88,3 +88,34 @@ func TestUnknownRoutes(t *testing.T) {
 		})
 	}
 }
+
+func TestDestinationEcho(t *testing.T) {
+	s, err := New(fast())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, dest string
+	}{
+		{"primary and fallback", "127.0.0.1:8001,127.0.0.1:8002"},
+		{"primary only", "127.0.0.1:8001"},
+		{"none", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := mustRequest(t, "GET", "/v1/models", "")
+			if tt.dest != "" {
+				r.Header.Set(DestinationHeader, tt.dest)
+			}
+			w := httptest.NewRecorder()
+			s.Handler().ServeHTTP(w, r)
+			got, ok := w.Result().Header[http.CanonicalHeaderKey(HeaderDestination)]
+			if tt.dest == "" && ok {
+				t.Errorf("%s = %q with no %s, want no header", HeaderDestination, got, DestinationHeader)
+			}
+			if tt.dest != "" && (len(got) != 1 || got[0] != tt.dest) {
+				t.Errorf("%s = %q, want %q", HeaderDestination, got, tt.dest)
+			}
+		})
+	}
+}

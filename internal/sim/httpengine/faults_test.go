@@ -1,7 +1,13 @@
 package httpengine
 
 import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
 	"net/http"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -151,5 +157,120 @@ func TestRefuseConnections(t *testing.T) {
 				t.Errorf("GET /health error = %v, want failure %v", err, tt.refuse)
 			}
 		})
+	}
+}
+
+// rawConn is one client connection driven by hand, so a test knows which
+// connection each request used.
+type rawConn struct {
+	net.Conn
+	br *bufio.Reader
+}
+
+func dialRaw(t *testing.T, addr string) *rawConn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &rawConn{c, bufio.NewReader(c)}
+}
+
+// send writes one request and reads the response head; the caller reads
+// and closes the body.
+func (c *rawConn) send(method, path, body string) (*http.Response, error) {
+	req, err := http.NewRequest(method, "http://engine"+path, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := req.Write(c); err != nil {
+		return nil, err
+	}
+	return http.ReadResponse(c.br, req)
+}
+
+// exchange sends one request and reads the whole response: its status, or
+// an error if the connection failed before the response was complete.
+func (c *rawConn) exchange(method, path, body string) (int, error) {
+	resp, err := c.send(method, path, body)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		return resp.StatusCode, err
+	}
+	return resp.StatusCode, nil
+}
+
+func TestRefuseInference(t *testing.T) {
+	opt := fast()
+	opt.TimeScale = 1 // a long generation stays in flight
+	s, url := start(t, opt)
+	addr := strings.TrimPrefix(url, "http://")
+	const infer = `{"model":"m","prompt":"x","max_tokens":1}`
+
+	health, used, streaming, admin := dialRaw(t, addr), dialRaw(t, addr), dialRaw(t, addr), dialRaw(t, addr)
+	if code, err := health.exchange("GET", "/health", ""); code != 200 || err != nil {
+		t.Fatalf("GET /health before the fault = %d, %v, want 200", code, err)
+	}
+	if code, err := used.exchange("POST", "/v1/completions", infer); code != 200 || err != nil {
+		t.Fatalf("POST /v1/completions before the fault = %d, %v, want 200", code, err)
+	}
+	// 100 tokens (ignore_eos) at the profile's speed take seconds: the
+	// stream is still going when the fault starts.
+	resp, err := streaming.send("POST", "/v1/completions", `{"model":"m","prompt":"x","max_tokens":100,"ignore_eos":true,"stream":true}`)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("streaming request before the fault = %v, %v, want 200", resp, err)
+	}
+	defer resp.Body.Close()
+
+	a := do(t, "POST", url+"/admin/fault", `{"refuse_inference":true}`)
+	if a.status != 200 || !s.Faults().RefuseInference {
+		t.Fatalf("POST /admin/fault refuse_inference = %d %s, Faults() = %+v, want 200 and the fault on", a.status, a.body, s.Faults())
+	}
+	if !strings.Contains(string(a.body), `"refuse_inference":true`) {
+		t.Errorf("POST /admin/fault answered %s, want refuse_inference true", a.body)
+	}
+
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Errorf("dial during the fault succeeded, want connection refused")
+	} else if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("dial during the fault = %v, want connection refused", err)
+	}
+	if _, err := io.ReadAll(resp.Body); err == nil {
+		t.Errorf("the stream in flight at the fault ended cleanly, want its connection reset")
+	}
+	if code, err := used.exchange("POST", "/v1/completions", infer); err == nil {
+		t.Errorf("POST /v1/completions on a connection that carried inference = %d, want the connection reset", code)
+	}
+	if code, err := health.exchange("GET", "/health", ""); code != 200 || err != nil {
+		t.Errorf("GET /health on a connection open before the fault = %d, %v, want 200", code, err)
+	}
+	if code, err := health.exchange("POST", "/v1/completions", infer); err == nil {
+		t.Errorf("POST /v1/completions on the health connection = %d, want the connection reset", code)
+	}
+	if got := s.Snapshot().Engine.Submitted; got != 2 {
+		t.Errorf("engine saw %d requests, want 2: refused requests do not reach it", got)
+	}
+
+	// Lifted over a connection opened before the fault: it listens again.
+	if err := s.SetFaults(Faults{RefuseInference: true, Down: true}); err != nil {
+		t.Fatal(err)
+	}
+	if code, err := admin.exchange("POST", "/admin/fault", `{"refuse_inference":false}`); code != 200 || err != nil {
+		t.Fatalf("lifting the fault = %d, %v, want 200", code, err)
+	}
+	if f := s.Faults(); f != (Faults{Down: true}) {
+		t.Errorf("Faults() after lifting = %+v, want only Down left", f)
+	}
+	if a := do(t, "POST", url+"/v1/completions", infer); a.status != 200 {
+		t.Errorf("POST /v1/completions on a new connection after the fault = %d, want 200", a.status)
 	}
 }

@@ -14,10 +14,11 @@ import (
 )
 
 // serveInference handles POST /v1/chat/completions and /v1/completions:
-// parse (the parser's errors go back as they are), maybe fail on purpose,
+// refuse it outright under the RefuseInference fault, parse (the parser's errors go back as they are), maybe fail on purpose,
 // tokenize the prompt as the router does, submit it to the engine and
 // answer when it is done, or stream it as it goes.
 func (s *Server) serveInference(w http.ResponseWriter, r *http.Request) {
+	s.abortIfRefused(r)
 	raw, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "reading the body: "+err.Error())

@@ -35,6 +35,10 @@ type Server struct {
 
 	faults faultState
 	refuse atomic.Bool
+	conns  connSet // accepted through Listener
+
+	lmu       sync.Mutex // guards listeners; serialises SetFaults
+	listeners []*listener
 
 	mu   sync.Mutex
 	snap Snapshot
@@ -104,8 +108,25 @@ func (s *Server) setSnapshot(v Snapshot) {
 	s.mu.Unlock()
 }
 
-// routes builds the mux, wrapped so that every response carries
-// x-engine-name and, except /admin/fault, waits the added latency first.
+// Response headers the engine sets.
+const (
+	// HeaderName names the engine (Options.Name).
+	HeaderName = "x-engine-name"
+	// HeaderDestination repeats the request's DestinationHeader, when it
+	// had one: the endpoints a router chose for it, first the primary,
+	// then any fallback. With HeaderName it tells a test whether the
+	// request was served by the primary, by the fallback after a
+	// failover, or by neither.
+	HeaderDestination = "x-engine-destination"
+)
+
+// DestinationHeader is the request header by which a router (through
+// Envoy) names the chosen endpoints: "IP:port[,IP:port...]".
+const DestinationHeader = "x-gateway-destination-endpoint"
+
+// routes builds the mux, wrapped so that every response carries HeaderName
+// (and HeaderDestination when the request named its destination) and,
+// except /admin/fault, waits the added latency first.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.serveInference)
@@ -116,7 +137,10 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /admin/fault", s.serveFault)
 	mux.HandleFunc("POST /admin/fault", s.serveFault)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("x-engine-name", s.opt.Name)
+		w.Header().Set(HeaderName, s.opt.Name)
+		if d := r.Header.Get(DestinationHeader); d != "" {
+			w.Header().Set(HeaderDestination, d)
+		}
 		if r.URL.Path != "/admin/fault" {
 			if d := s.Faults().AddedLatency; d > 0 && !sleep(r.Context(), d) {
 				return
