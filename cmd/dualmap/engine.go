@@ -26,7 +26,9 @@ prefix cache come from an engine profile, for demos and end-to-end tests of
 the router without accelerators. Prints "engine listening on ADDR" to stderr
 once it listens; SIGINT or SIGTERM stop it after in-flight requests finish
 (at most 10 s). Faults can be changed at run time with POST /admin/fault
-{"error_rate":x,"added_latency_ms":n,"down":bool}.
+{"error_rate":x,"added_latency_ms":n,"down":bool,"refuse_inference":bool}
+(refuse_inference: new connections are refused and inference connections reset, while
+connections already open still answer /health).
 
 Example:
   dualmap engine --listen 127.0.0.1:8001 --time-scale 10
