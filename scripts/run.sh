@@ -46,7 +46,9 @@ for port in 8001 8002 8003 8004; do
 	pids+=($!)
 done
 for port in 8001 8002 8003 8004; do wait_http "http://127.0.0.1:$port/health" 20 "engine $port"; done
-bin/dualmap serve --config examples/dualmap.yaml >"$LOGS/dualmap.log" 2>&1 &
+# A local demo: the debug headers on (never for untrusted clients).
+sed 's/debug_headers: false/debug_headers: true/' examples/dualmap.yaml >"$LOGS/dualmap.yaml"
+bin/dualmap serve --config "$LOGS/dualmap.yaml" >"$LOGS/dualmap.log" 2>&1 &
 pids+=($!)
 wait_http "http://127.0.0.1:9090/readyz" 20 "dualmap serve"
 "$ENVOY" -c envoy/front-proxy.yaml --log-level warn >"$LOGS/envoy.log" 2>&1 &

@@ -15,6 +15,8 @@ import (
 // Config is the whole file. The zero value of a field means its default.
 type Config struct {
 	Listen  Listen  `yaml:"listen"`
+	GRPC    GRPC    `yaml:"grpc"`
+	Admin   Admin   `yaml:"admin"`
 	Pools   []Pool  `yaml:"pools"`
 	SLO     SLO     `yaml:"slo"`
 	Limits  Limits  `yaml:"limits"`
@@ -24,10 +26,47 @@ type Config struct {
 	Log     Log     `yaml:"log"`
 }
 
-// Listen are the addresses the router serves on.
+// Listen are the addresses the router serves on. Both default to loopback:
+// Envoy as a sidecar (or on the same host) reaches the router there, and
+// nothing else can. Give ":9002" (every interface) for Envoy elsewhere.
 type Listen struct {
-	GRPC  string `yaml:"grpc"`  // ext_proc gRPC (default ":9002")
-	Admin string `yaml:"admin"` // /healthz, /readyz, /metrics (default ":9090")
+	GRPC  string `yaml:"grpc"`  // ext_proc gRPC (default "127.0.0.1:9002")
+	Admin string `yaml:"admin"` // /healthz, /readyz, /metrics, /debug/* (default "127.0.0.1:9090")
+}
+
+// GRPC bounds the connections of the ext_proc gRPC server. Every HTTP
+// request Envoy proxies holds one stream for its whole life, response
+// included.
+type GRPC struct {
+	// MaxConcurrentStreams caps the streams of one connection (default
+	// 1024, Envoy's own circuit-breaker default); Envoy opens another
+	// connection past it.
+	MaxConcurrentStreams int `yaml:"max_concurrent_streams"`
+	// KeepaliveTime: the server pings a connection idle this long (default
+	// 1m), and closes it when no answer comes within KeepaliveTimeout
+	// (default 20s).
+	KeepaliveTime    time.Duration `yaml:"keepalive_time"`
+	KeepaliveTimeout time.Duration `yaml:"keepalive_timeout"`
+	// MinPingInterval: a client that pings more often than this is
+	// disconnected (default 10s).
+	MinPingInterval time.Duration `yaml:"min_ping_interval"`
+	// MaxConnectionAge: a connection is asked to go away (GOAWAY) after
+	// this long (default 1h; negative: never), and its streams then have
+	// MaxConnectionAgeGrace (default 10m) to finish before they are cut:
+	// keep it above the longest generation.
+	MaxConnectionAge      time.Duration `yaml:"max_connection_age"`
+	MaxConnectionAgeGrace time.Duration `yaml:"max_connection_age_grace"`
+}
+
+// Admin guards the admin HTTP server's /debug/* endpoints (pool and
+// instance state). /healthz, /readyz and /metrics stay open.
+type Admin struct {
+	// The bearer token is read from the file TokenFile or else the
+	// environment variable TokenEnv (default DUALMAP_ADMIN_TOKEN); never
+	// from this file. No token: /debug/* is open to whoever reaches the
+	// admin port.
+	TokenFile string `yaml:"token_file"`
+	TokenEnv  string `yaml:"token_env"`
 }
 
 // Pool is one set of interchangeable model-server instances.
@@ -131,7 +170,11 @@ type Routing struct {
 	// metadata, for the override_host load-balancing policy) or
 	// "original-dst" (one address, for an ORIGINAL_DST cluster).
 	Mode string `yaml:"mode"`
-	// DebugHeaders adds x-dualmap-instance and x-dualmap-reason to responses.
+	// DebugHeaders adds x-dualmap-instance, x-dualmap-reason and
+	// x-dualmap-cached-tokens to responses: a debugging aid that tells any
+	// client instance addresses and whether a prompt prefix (possibly
+	// another user's) is cached. Off by default; never on for untrusted
+	// clients.
 	DebugHeaders bool `yaml:"debug_headers"`
 	// ResponseBody says how Envoy's ext_proc filter sends response bodies:
 	// "streamed" (default, response_body_mode: STREAMED) lets the router see
@@ -179,8 +222,23 @@ type Redis struct {
 	// DUALMAP_REDIS_PASSWORD) or the file PasswordFile; never from this file.
 	PasswordEnv  string `yaml:"password_env"`
 	PasswordFile string `yaml:"password_file"`
-	DB           int    `yaml:"db"`
-	TLS          bool   `yaml:"tls"`
+	// SentinelUsername and the Sentinel password (from
+	// SentinelPasswordEnv, default DUALMAP_REDIS_SENTINEL_PASSWORD, or
+	// SentinelPasswordFile) authenticate to the Sentinels, with MasterName.
+	SentinelUsername     string `yaml:"sentinel_username"`
+	SentinelPasswordEnv  string `yaml:"sentinel_password_env"`
+	SentinelPasswordFile string `yaml:"sentinel_password_file"`
+	DB                   int    `yaml:"db"`
+	// TLS connects with TLS 1.2+, verifying the server against the
+	// system's roots, or against TLSCAFile (PEM) when given. TLSCertFile
+	// and TLSKeyFile (PEM, both or neither) are a client certificate;
+	// TLSServerName overrides the name verified. Any tls_* key turns TLS
+	// on.
+	TLS           bool   `yaml:"tls"`
+	TLSCAFile     string `yaml:"tls_ca_file"`
+	TLSCertFile   string `yaml:"tls_cert_file"`
+	TLSKeyFile    string `yaml:"tls_key_file"`
+	TLSServerName string `yaml:"tls_server_name"`
 	// KeyPrefix starts every key (default "dualmap"); each pool's keys
 	// share the hash tag {prefix:pool}.
 	KeyPrefix string `yaml:"key_prefix"`

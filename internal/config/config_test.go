@@ -24,7 +24,7 @@ func TestParseMinimalGetsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := c.Pools[0]
-	if c.Listen.GRPC != ":9002" || c.Listen.Admin != ":9090" || p.Name != "default" || p.Models[0] != "*" ||
+	if c.Listen.GRPC != "127.0.0.1:9002" || c.Listen.Admin != "127.0.0.1:9090" || p.Name != "default" || p.Models[0] != "*" ||
 		p.BlockSize != 16 || p.Policy.Name != "dualmap" || c.SLO.Default != 5*time.Second || c.Routing.Mode != ModeOverrideHost {
 		t.Errorf("Parse(minimal) = %+v, want defaults", c)
 	}

@@ -13,8 +13,15 @@ import (
 // defaults, scheduler.DefaultConfig; the constants here are the router's
 // own, where it differs from the scheduler or the scheduler has none.
 const (
-	DefaultGRPC  = ":9002"
-	DefaultAdmin = ":9090"
+	DefaultGRPC  = "127.0.0.1:9002"
+	DefaultAdmin = "127.0.0.1:9090"
+	// The gRPC server's bounds (see GRPC).
+	DefaultMaxConcurrentStreams  = 1024
+	DefaultKeepaliveTime         = time.Minute
+	DefaultKeepaliveTimeout      = 20 * time.Second
+	DefaultMinPingInterval       = 10 * time.Second
+	DefaultMaxConnectionAge      = time.Hour
+	DefaultMaxConnectionAgeGrace = 10 * time.Minute
 	// DefaultBlockSize is vLLM's KV-cache block size: the router hashes
 	// prompts in the engines' blocks (the scheduler's own default, 512
 	// tokens, is the Mooncake traces' block).
@@ -40,6 +47,28 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Listen.Admin == "" {
 		c.Listen.Admin = DefaultAdmin
+	}
+	g := &c.GRPC
+	if g.MaxConcurrentStreams == 0 {
+		g.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
+	if g.KeepaliveTime == 0 {
+		g.KeepaliveTime = DefaultKeepaliveTime
+	}
+	if g.KeepaliveTimeout == 0 {
+		g.KeepaliveTimeout = DefaultKeepaliveTimeout
+	}
+	if g.MinPingInterval == 0 {
+		g.MinPingInterval = DefaultMinPingInterval
+	}
+	if g.MaxConnectionAge == 0 {
+		g.MaxConnectionAge = DefaultMaxConnectionAge
+	}
+	if g.MaxConnectionAgeGrace == 0 {
+		g.MaxConnectionAgeGrace = DefaultMaxConnectionAgeGrace
+	}
+	if c.Admin.TokenEnv == "" {
+		c.Admin.TokenEnv = "DUALMAP_ADMIN_TOKEN"
 	}
 	pools := make([]Pool, len(c.Pools))
 	for i, p := range c.Pools {
@@ -131,6 +160,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.State.Redis.PasswordEnv == "" {
 		c.State.Redis.PasswordEnv = "DUALMAP_REDIS_PASSWORD"
+	}
+	if c.State.Redis.SentinelPasswordEnv == "" {
+		c.State.Redis.SentinelPasswordEnv = "DUALMAP_REDIS_SENTINEL_PASSWORD"
+	}
+	if r := &c.State.Redis; r.TLSCAFile != "" || r.TLSCertFile != "" || r.TLSKeyFile != "" || r.TLSServerName != "" {
+		r.TLS = true
 	}
 	if c.State.Redis.KeyPrefix == "" {
 		c.State.Redis.KeyPrefix = "dualmap"

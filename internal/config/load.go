@@ -82,6 +82,12 @@ func (c Config) Validate() error {
 	if err := validAddr("listen.admin", c.Listen.Admin); err != nil {
 		return err
 	}
+	if err := c.validGRPC(); err != nil {
+		return err
+	}
+	if err := c.validSecrets(); err != nil {
+		return err
+	}
 	if len(c.Pools) == 0 {
 		return invalid("pools", "at least one pool is required")
 	}
@@ -180,6 +186,25 @@ func (c Config) Validate() error {
 	return nil
 }
 
+func (c Config) validGRPC() error {
+	g := c.GRPC
+	switch {
+	case g.MaxConcurrentStreams < 1:
+		return invalid("grpc.max_concurrent_streams", "must be >= 1, got %d", g.MaxConcurrentStreams)
+	case g.KeepaliveTime < time.Second:
+		return invalid("grpc.keepalive_time", "must be >= 1s, got %v", g.KeepaliveTime)
+	case g.KeepaliveTimeout < 0:
+		return invalid("grpc.keepalive_timeout", "must be > 0, got %v", g.KeepaliveTimeout)
+	case g.MinPingInterval < 0:
+		return invalid("grpc.min_ping_interval", "must be > 0, got %v", g.MinPingInterval)
+	case g.MaxConnectionAge > 0 && g.MaxConnectionAge < time.Minute:
+		return invalid("grpc.max_connection_age", "must be >= 1m (or negative: never), got %v", g.MaxConnectionAge)
+	case g.MaxConnectionAgeGrace < 0:
+		return invalid("grpc.max_connection_age_grace", "must be > 0, got %v", g.MaxConnectionAgeGrace)
+	}
+	return nil
+}
+
 // schedulerSetting is one key of the file that reaches a pool's
 // scheduler.Config, and the field it sets there.
 type schedulerSetting struct {
@@ -243,23 +268,6 @@ func (c Config) validScheduler(at string, p Pool) error {
 		return invalid(at, "%v", err)
 	}
 	return nil
-}
-
-// RedisPassword returns the Redis password from the environment variable
-// or file the configuration names ("" when neither is set).
-func (c Config) RedisPassword(env func(string) string) (string, error) {
-	r := c.State.Redis
-	if r.PasswordFile != "" {
-		b, err := os.ReadFile(r.PasswordFile)
-		if err != nil {
-			return "", fmt.Errorf("config: state.redis.password_file: %w", err)
-		}
-		return strings.TrimRight(string(b), "\r\n"), nil
-	}
-	if env != nil {
-		return env(r.PasswordEnv), nil
-	}
-	return "", nil
 }
 
 // SLOFor resolves an SLO header value: a class name or a Go duration

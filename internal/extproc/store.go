@@ -1,7 +1,6 @@
 package extproc
 
 import (
-	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"os"
@@ -26,13 +25,19 @@ func newStore(c config.Config, pool string, opt Options, log *slog.Logger) (stat
 	if err != nil {
 		return nil, err
 	}
+	spw, err := c.SentinelPassword(getenv)
+	if err != nil {
+		return nil, err
+	}
+	tc, err := c.RedisTLS()
+	if err != nil {
+		return nil, err
+	}
 	r := c.State.Redis
 	ro := state.RedisOptions{
 		Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username, Password: pw, DB: r.DB,
+		SentinelUsername: r.SentinelUsername, SentinelPassword: spw, TLS: tc,
 		Prefix: r.KeyPrefix, Pool: pool, Replica: opt.Replica, Logger: log,
-	}
-	if r.TLS {
-		ro.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 	st, err := state.NewRedis(ro)
 	if err != nil {

@@ -23,6 +23,10 @@ type RedisOptions struct {
 	Username, Password string
 	DB                 int
 	TLS                *tls.Config
+
+	// SentinelUsername and SentinelPassword authenticate to the Sentinels
+	// (with MasterName).
+	SentinelUsername, SentinelPassword string
 	// Prefix starts every key (default "dualmap").
 	Prefix string
 	// Pool names the pool (default "default"). All keys of a pool share

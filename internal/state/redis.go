@@ -71,6 +71,8 @@ func NewRedis(opt RedisOptions) (*RedisStore, error) {
 			WriteTimeout:          opTimeout,
 			PoolTimeout:           opTimeout,
 			ContextTimeoutEnabled: true,
+			SentinelUsername:      opt.SentinelUsername,
+			SentinelPassword:      opt.SentinelPassword,
 		}),
 	}
 	s.health = health{log: opt.Logger.With("pool", opt.Pool, "replica", opt.Replica), st: &s.st}

@@ -7,6 +7,7 @@ package servecmd
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/redis/go-redis/v9"
 
@@ -62,6 +65,70 @@ func Run(args []string, stdout, stderr io.Writer) error {
 	return serve(ctx, cfg, *path, *grace, log, nil)
 }
 
+// grpcOptions bounds the ext_proc server: message sizes for bodies up to
+// limits.max_body_bytes plus protobuf framing, and the grpc.* settings.
+func grpcOptions(cfg config.Config) []grpc.ServerOption {
+	c := cfg.GRPC
+	age, grace := c.MaxConnectionAge, c.MaxConnectionAgeGrace
+	if age < 0 {
+		age, grace = 0, 0 // grpc-go's zero: never
+	}
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(cfg.Limits.MaxBodyBytes + (1 << 20)),
+		grpc.MaxSendMsgSize(cfg.Limits.MaxBodyBytes + (1 << 20)),
+		grpc.MaxConcurrentStreams(uint32(c.MaxConcurrentStreams)),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: c.MinPingInterval, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time:                  c.KeepaliveTime,
+			Timeout:               c.KeepaliveTimeout,
+			MaxConnectionAge:      age,
+			MaxConnectionAgeGrace: grace,
+		}),
+	}
+}
+
+// The admin server's timeouts. The write timeout leaves room for a slow
+// scrape of /metrics; nothing the admin server serves streams.
+const (
+	adminReadHeaderTimeout = 5 * time.Second
+	adminReadTimeout       = 10 * time.Second
+	adminWriteTimeout      = 30 * time.Second
+	adminIdleTimeout       = 2 * time.Minute
+)
+
+func newAdminServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: adminReadHeaderTimeout,
+		ReadTimeout:       adminReadTimeout,
+		WriteTimeout:      adminWriteTimeout,
+		IdleTimeout:       adminIdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// requireToken serves /debug/* only to requests that carry
+// "Authorization: Bearer <token>" (compared in constant time) and answers
+// 401 to the others; every other path passes. An empty token guards
+// nothing.
+func requireToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/debug/") || r.URL.Path == "/debug" {
+			got := []byte(r.Header.Get("Authorization"))
+			if subtle.ConstantTimeCompare(got, want) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="dualmap admin"`)
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 func newLogger(c config.Log, w io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(c.Level))
@@ -92,14 +159,19 @@ func serve(ctx context.Context, cfg config.Config, path string, grace time.Durat
 		gl.Close()
 		return fmt.Errorf("listen admin: %w", err)
 	}
-	// Bodies up to the configured limit, plus protobuf framing.
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(cfg.Limits.MaxBodyBytes+(1<<20)), grpc.MaxSendMsgSize(cfg.Limits.MaxBodyBytes+(1<<20)))
+	g := grpc.NewServer(grpcOptions(cfg)...)
 	srv.Register(g)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(g, hs)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus("envoy.service.ext_proc.v3.ExternalProcessor", healthpb.HealthCheckResponse_SERVING)
-	admin := &http.Server{Handler: srv.AdminHandler(reg), ReadHeaderTimeout: 5 * time.Second}
+	token, err := cfg.AdminToken(os.Getenv)
+	if err != nil {
+		gl.Close()
+		al.Close()
+		return err
+	}
+	admin := newAdminServer(requireToken(token, srv.AdminHandler(reg)))
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
