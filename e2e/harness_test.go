@@ -175,6 +175,8 @@ type stackOptions struct {
 	extraConfig      string // appended to the router config
 	maxBodyBytes     int
 	redis            string // Redis address: the routers share state through it
+	envoyConfig      string // the file in envoy/ (default front-proxy.yaml)
+	mode             string // routing.mode (default the router's)
 }
 
 func startStack(t testing.TB, o stackOptions) *stack {
@@ -209,7 +211,11 @@ func startStack(t testing.TB, o stackOptions) *stack {
 	for _, e := range s.engines {
 		fmt.Fprintf(&cfg, "      - address: %s\n", e.addr)
 	}
-	fmt.Fprintf(&cfg, "routing: {debug_headers: true}\nhealth: {interval: 200ms, timeout: 500ms, backoff: 1s}\n")
+	routing := "debug_headers: true"
+	if o.mode != "" {
+		routing += ", mode: " + o.mode
+	}
+	fmt.Fprintf(&cfg, "routing: {%s}\nhealth: {interval: 200ms, timeout: 500ms, backoff: 1s}\n", routing)
 	if o.maxBodyBytes > 0 {
 		fmt.Fprintf(&cfg, "limits: {max_body_bytes: %d}\n", o.maxBodyBytes)
 	}
@@ -233,7 +239,10 @@ func startStack(t testing.TB, o stackOptions) *stack {
 		waitHTTP(t, "http://"+r.admin+"/readyz", 20*time.Second)
 	}
 	listen, admin := freePort(t), freePort(t)
-	src, err := os.ReadFile(filepath.Join(repoRoot, "envoy", "front-proxy.yaml"))
+	if o.envoyConfig == "" {
+		o.envoyConfig = "front-proxy.yaml"
+	}
+	src, err := os.ReadFile(filepath.Join(repoRoot, "envoy", o.envoyConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
