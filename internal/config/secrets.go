@@ -92,8 +92,13 @@ func (c Config) validSecrets() error {
 		return err
 	}
 	r := c.State.Redis
-	if (r.SentinelUsername != "" || r.SentinelPasswordFile != "") && r.MasterName == "" {
-		return invalid("state.redis.sentinel_username", "sentinel settings need master_name")
+	if r.MasterName == "" {
+		switch {
+		case r.SentinelUsername != "":
+			return invalid("state.redis.sentinel_username", "needs master_name (Sentinel mode)")
+		case r.SentinelPasswordFile != "":
+			return invalid("state.redis.sentinel_password_file", "needs master_name (Sentinel mode)")
+		}
 	}
 	for _, f := range []struct{ key, path string }{
 		{"state.redis.password_file", r.PasswordFile},

@@ -129,6 +129,7 @@ func TestRedisTLS(t *testing.T) {
 		{"missing key file", "    tls_cert_file: " + cert + "\n    tls_key_file: " + filepath.Join(dir, "nope.pem") + "\n", "state.redis.tls_key_file"},
 		{"mismatched pair", "    tls_cert_file: " + cert + "\n    tls_key_file: " + ca + "\n", "state.redis.tls_cert_file"},
 		{"sentinel without master", "    sentinel_username: s\n", "state.redis.sentinel_username"},
+		{"sentinel password file without master", "    sentinel_password_file: " + cert + "\n", "state.redis.sentinel_password_file: needs master_name"},
 		{"missing sentinel password file", "    master_name: m\n    sentinel_password_file: " + filepath.Join(dir, "nope") + "\n", "state.redis.sentinel_password_file"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
