@@ -24,18 +24,7 @@ const redisBinary = "/usr/bin/redis-server"
 // (CI).
 func startRedis(t testing.TB) (addr string, stop func(), restart func()) {
 	t.Helper()
-	bin := redisBinary
-	if _, err := os.Stat(bin); err != nil {
-		p, lerr := exec.LookPath("redis-server")
-		switch {
-		case lerr == nil:
-			bin = p
-		case os.Getenv("DUALMAP_REQUIRE_REDIS") == "1":
-			t.Fatalf("redis-server not found at %s or on PATH, and DUALMAP_REQUIRE_REDIS=1 (apt-get install -y redis-server)", redisBinary)
-		default:
-			t.Skipf("redis-server not found at %s or on PATH: skipping (apt-get install -y redis-server; DUALMAP_REQUIRE_REDIS=1 makes this a failure)", redisBinary)
-		}
-	}
+	bin := redisServer(t)
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "redis.log")
 	port := strconv.Itoa(freePort(t))
@@ -91,6 +80,25 @@ func startRedis(t testing.TB) (addr string, stop func(), restart func()) {
 	start()
 	t.Cleanup(stop)
 	return addr, stop, restart
+}
+
+// redisServer returns the path of redis-server. Without it the test is
+// skipped, or fails when DUALMAP_REQUIRE_REDIS=1 (CI).
+func redisServer(t testing.TB) string {
+	t.Helper()
+	if _, err := os.Stat(redisBinary); err == nil {
+		return redisBinary
+	}
+	p, err := exec.LookPath("redis-server")
+	switch {
+	case err == nil:
+		return p
+	case os.Getenv("DUALMAP_REQUIRE_REDIS") == "1":
+		t.Fatalf("redis-server not found at %s or on PATH, and DUALMAP_REQUIRE_REDIS=1 (apt-get install -y redis-server)", redisBinary)
+	default:
+		t.Skipf("redis-server not found at %s or on PATH: skipping (apt-get install -y redis-server; DUALMAP_REQUIRE_REDIS=1 makes this a failure)", redisBinary)
+	}
+	return ""
 }
 
 // waitPing reports whether the server at addr answered PING before

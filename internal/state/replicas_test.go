@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -25,103 +26,161 @@ func TestReplicasAgree(t *testing.T) {
 		t.Run(fmt.Sprintf("%d replicas", n), func(t *testing.T) {
 			addr, _, _ := startRedis(t)
 			rs := startReplicas(t, addr, n)
+			checkAgreement(t, rs, 1)
+			checkNoOutage(t, rs)
+		})
+	}
+}
 
-			t.Run("kv index", func(t *testing.T) {
-				for i, src := range rs {
-					p := testPrompt(uint64(100+i), 12)
-					d := src.route(t, p)
-					for _, dst := range rs {
-						if dst == src {
-							continue
-						}
-						took := eventually(t, time.Second, func() string {
-							got, err := dst.sched.Pick(testRequest(p))
-							if err != nil {
-								return fmt.Sprintf("%s: Pick() error = %v", dst.name, err)
-							}
-							if got.Instance != d.Instance || got.CachedTokens == 0 {
-								return fmt.Sprintf("%s: Pick() = %s with %d cached tokens, want %s with > 0 (routed on %s)", dst.name, got.Instance, got.CachedTokens, d.Instance, src.name)
-							}
-							return ""
-						})
-						t.Logf("%s -> %s: dispatch visible after %v", src.name, dst.name, took.Round(time.Millisecond))
-					}
-				}
-			})
+// agreeWithin bounds how long checkAgreement waits for each fact to
+// propagate; the replicas flush every 10ms and heartbeat every 100ms.
+const agreeWithin = 2 * time.Second
 
-			t.Run("load", func(t *testing.T) {
-				for i, r := range rs {
-					for k := range 3 * (i + 1) {
-						r.route(t, testPrompt(uint64(1000*(i+1)+k), 4))
-					}
+// checkAgreement asserts that the replicas rs, running on one pool, agree:
+// a dispatch on any of them becomes a cached prefix on every other, each
+// sees the sum of the others' loads, exactly one holds the key-depth lease
+// and the others follow its table, and a migration lease goes to exactly
+// one. Prompts, splits and the leased instance derive from seed: call it
+// again with another seed to check agreement anew on the same replicas.
+func checkAgreement(t *testing.T, rs []*replica, seed uint64) {
+	t.Helper()
+	n := len(rs)
+	t.Run("kv index", func(t *testing.T) {
+		for i, src := range rs {
+			p := testPrompt(seed<<20|uint64(100+i), 12)
+			d := src.route(t, p)
+			for _, dst := range rs {
+				if dst == src {
+					continue
 				}
-				local := make([]map[string]scheduler.Load, n)
-				for i, r := range rs {
-					local[i] = map[string]scheduler.Load{}
-					r.sched.LocalLoad(local[i])
-				}
-				for i, r := range rs {
-					want := map[string]scheduler.Load{}
-					for j := range rs {
-						if j == i {
-							continue
-						}
-						for id, l := range local[j] {
-							w := want[id]
-							w.Running += l.Running
-							w.PendingTokens += l.PendingTokens
-							want[id] = w
-						}
+				took := eventually(t, agreeWithin, func() string {
+					got, err := dst.sched.Pick(testRequest(p))
+					if err != nil {
+						return fmt.Sprintf("%s: Pick() error = %v", dst.name, err)
 					}
-					eventually(t, time.Second, func() string {
-						got := r.remote()
-						for id, w := range want {
-							if g := got[id]; g.Running != w.Running || g.PendingTokens != w.PendingTokens {
-								return fmt.Sprintf("%s: Instances()[%s].Remote = %+v, want Running %d PendingTokens %d", r.name, id, g, w.Running, w.PendingTokens)
-							}
-						}
-						return ""
-					})
-					if got, want := r.coord.Stats().Replicas, n-1; got != want {
-						t.Errorf("%s: coord Stats().Replicas = %d, want %d", r.name, got, want)
+					if got.Instance != d.Instance || got.CachedTokens == 0 {
+						return fmt.Sprintf("%s: Pick() = %s with %d cached tokens, want %s with > 0 (routed on %s)", dst.name, got.Instance, got.CachedTokens, d.Instance, src.name)
 					}
-				}
-			})
+					return ""
+				})
+				t.Logf("%s -> %s: dispatch visible after %v", src.name, dst.name, took.Round(time.Millisecond))
+			}
+		}
+	})
 
-			t.Run("key depth", func(t *testing.T) {
-				leader := leaderOf(t, rs)
-				splits := []uint64{7, 42, 1 << 60}
-				leader.sched.ImportKeyDepth(scheduler.KeyDepthState{Splits: splits})
-				for _, r := range rs {
-					eventually(t, time.Second, func() string {
-						if got := r.sched.KeyDepthState().Splits; !slices.Equal(got, splits) {
-							return fmt.Sprintf("%s: KeyDepthState().Splits = %v, want %v (leader %s)", r.name, got, splits, leader.name)
-						}
-						return ""
-					})
+	t.Run("load", func(t *testing.T) {
+		for i, r := range rs {
+			for k := range 3 * (i + 1) {
+				r.route(t, testPrompt(seed<<20|uint64(1000*(i+1)+k), 4))
+			}
+		}
+		local := make([]map[string]scheduler.Load, n)
+		for i, r := range rs {
+			local[i] = map[string]scheduler.Load{}
+			r.sched.LocalLoad(local[i])
+		}
+		for i, r := range rs {
+			want := map[string]scheduler.Load{}
+			for j := range rs {
+				if j == i {
+					continue
 				}
-				// A follower's own drift is undone by the next import.
-				for _, r := range rs {
-					if r != leader {
-						r.sched.ImportKeyDepth(scheduler.KeyDepthState{Splits: []uint64{1}})
-						eventually(t, time.Second, func() string {
-							if got := r.sched.KeyDepthState().Splits; !slices.Equal(got, splits) {
-								return fmt.Sprintf("%s after drift: KeyDepthState().Splits = %v, want %v", r.name, got, splits)
-							}
-							return ""
-						})
-					}
-				}
-			})
-
-			for _, r := range rs {
-				st := r.store.Stats()
-				t.Logf("%s: %+v %+v", r.name, st, r.coord.Stats())
-				if !st.Up || st.Outages != 0 || st.Errors != 0 {
-					t.Errorf("%s: Stats() Up=%v Outages=%d Errors=%d, want up with no outage or error", r.name, st.Up, st.Outages, st.Errors)
+				for id, l := range local[j] {
+					w := want[id]
+					w.Running += l.Running
+					w.PendingTokens += l.PendingTokens
+					want[id] = w
 				}
 			}
-		})
+			eventually(t, agreeWithin, func() string {
+				got := r.remote()
+				for id, w := range want {
+					if g := got[id]; g.Running != w.Running || g.PendingTokens != w.PendingTokens {
+						return fmt.Sprintf("%s: Instances()[%s].Remote = %+v, want Running %d PendingTokens %d", r.name, id, g, w.Running, w.PendingTokens)
+					}
+				}
+				return ""
+			})
+			if got, want := r.coord.Stats().Replicas, n-1; got != want {
+				t.Errorf("%s: coord Stats().Replicas = %d, want %d", r.name, got, want)
+			}
+		}
+	})
+
+	t.Run("key depth", func(t *testing.T) {
+		leader := leaderOf(t, rs)
+		splits := []uint64{7, seed<<20 | 42, 1 << 60}
+		leader.sched.ImportKeyDepth(scheduler.KeyDepthState{Splits: splits})
+		for _, r := range rs {
+			eventually(t, agreeWithin, func() string {
+				if got := r.sched.KeyDepthState().Splits; !slices.Equal(got, splits) {
+					return fmt.Sprintf("%s: KeyDepthState().Splits = %v, want %v (leader %s)", r.name, got, splits, leader.name)
+				}
+				return ""
+			})
+		}
+		// A follower's own drift is undone by the next import.
+		for _, r := range rs {
+			if r != leader {
+				r.sched.ImportKeyDepth(scheduler.KeyDepthState{Splits: []uint64{1}})
+				eventually(t, agreeWithin, func() string {
+					if got := r.sched.KeyDepthState().Splits; !slices.Equal(got, splits) {
+						return fmt.Sprintf("%s after drift: KeyDepthState().Splits = %v, want %v", r.name, got, splits)
+					}
+					return ""
+				})
+			}
+		}
+	})
+
+	t.Run("migration lease", func(t *testing.T) {
+		inst := testPool(8)[seed%8].ID
+		const ttl = 10 * time.Second // longer than the test: nobody may take it over
+		wins := make(chan string, n)
+		for _, r := range rs {
+			go func() {
+				ok, err := r.store.TryLease(context.Background(), inst, ttl)
+				if err != nil {
+					t.Errorf("%s: TryLease(%s) error = %v", r.name, inst, err)
+				}
+				if ok {
+					wins <- r.name
+				} else {
+					wins <- ""
+				}
+			}()
+		}
+		var holder string
+		for range rs {
+			if w := <-wins; w != "" {
+				if holder != "" {
+					t.Fatalf("TryLease(%s) from %d replicas at once: %s and %s both won, want exactly one", inst, n, holder, w)
+				}
+				holder = w
+			}
+		}
+		if holder == "" {
+			t.Fatalf("TryLease(%s) from %d replicas at once: nobody won, want exactly one", inst, n)
+		}
+		for _, r := range rs {
+			got, err := r.store.TryLease(context.Background(), inst, ttl)
+			if want := r.name == holder; err != nil || got != want {
+				t.Errorf("%s: TryLease(%s) again = %v, %v; want %v, nil (held by %s)", r.name, inst, got, err, want, holder)
+			}
+		}
+	})
+}
+
+// checkNoOutage asserts that every replica's store is up and never saw an
+// outage or a Redis error.
+func checkNoOutage(t *testing.T, rs []*replica) {
+	t.Helper()
+	for _, r := range rs {
+		st := r.store.Stats()
+		t.Logf("%s: %+v %+v", r.name, st, r.coord.Stats())
+		if !st.Up || st.Outages != 0 || st.Errors != 0 {
+			t.Errorf("%s: Stats() Up=%v Outages=%d Errors=%d, want up with no outage or error", r.name, st.Up, st.Outages, st.Errors)
+		}
 	}
 }
 
