@@ -72,12 +72,12 @@ func registerBounds(reg prometheus.Registerer, b *bounds) {
 const turnAwayWait = time.Second
 
 // turnAway ends a stream over limits.max_streams without serving it. The
-// request headers, when they come first and within s.turnAwayWait, get a
+// request headers, when they come first and within turnAwayWait, get a
 // 429 immediate response, which the client sees whatever Envoy's
 // failure_mode_allow; anything else ends the stream with RESOURCE_EXHAUSTED,
 // which Envoy turns into its status_on_error (500 by default) or, with
 // failure_mode_allow, into forwarding the request unrouted. Either way the
-// stream holds its goroutine for at most s.turnAwayWait.
+// stream holds its goroutine for at most turnAwayWait.
 func (s *Server) turnAway(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	s.m.rejections.WithLabelValues(limitStreams).Inc()
 	first := make(chan *extprocv3.ProcessingRequest, 1)
@@ -88,7 +88,7 @@ func (s *Server) turnAway(srv extprocv3.ExternalProcessor_ProcessServer) error {
 		}
 		first <- req
 	}()
-	t := time.NewTimer(s.turnAwayWait)
+	t := time.NewTimer(turnAwayWait)
 	defer t.Stop()
 	select {
 	case req := <-first:

@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/codes"
@@ -120,7 +119,6 @@ func TestChunksAfter413AreNotKept(t *testing.T) {
 func TestStreamsOverTheCapTurnedAway(t *testing.T) {
 	const maxStreams, extra, silent = 20, 30, 5
 	ts := boundsConfig(t, fmt.Sprintf("max_streams: %d", maxStreams))
-	ts.srv.turnAwayWait = 100 * time.Millisecond
 	warm := ts.open(t) // the client connection's goroutines are there for good
 	ts.post(t, warm, "/v1/chat/completions", chat("m", "warm up", false))
 	warm.responseHeaders(t, "200")
@@ -153,9 +151,10 @@ func TestStreamsOverTheCapTurnedAway(t *testing.T) {
 			t.Errorf("turned-away stream %d: Recv() after the 429 = %v, want the stream ended", i, err)
 		}
 	}
-	for i := 0; i < silent; i++ {
-		c := ts.open(t)
-		idle = append(idle, c)
+	for i := 0; i < silent; i++ { // all at once: each waits turnAwayWait
+		idle = append(idle, ts.open(t))
+	}
+	for i, c := range idle[maxStreams+extra:] {
 		if _, err := c.stream.Recv(); status.Code(err) != codes.ResourceExhausted {
 			t.Errorf("silent stream %d over the cap: Recv() = %v, want RESOURCE_EXHAUSTED", i, err)
 		}

@@ -53,8 +53,6 @@ type Server struct {
 	def     *pool // the "*" pool, or nil
 	seq     atomic.Uint64
 	bounds  *bounds
-	// turnAwayWait: see turnAway (turnAwayWait; tests shorten it).
-	turnAwayWait time.Duration
 
 	bgMu sync.Mutex // serializes background changes (health, membership, rebalancing)
 }
@@ -77,7 +75,6 @@ func New(cfg config.Config, opt Options) (*Server, error) {
 	s.m = newMetrics(opt.Registry)
 	s.bounds = &bounds{maxStreams: int64(cfg.Limits.MaxStreams), maxBuffered: int64(cfg.Limits.MaxBufferedBytes)}
 	registerBounds(opt.Registry, s.bounds)
-	s.turnAwayWait = turnAwayWait
 	for _, pc := range cfg.Pools {
 		store, err := newStore(cfg, pc.Name, opt, s.log)
 		if err != nil {
