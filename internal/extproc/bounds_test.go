@@ -287,3 +287,38 @@ func TestBodyOverLimitOnAnyPath(t *testing.T) {
 	c.close()
 	assertReleased(t, ts)
 }
+
+// A body whose content-length is over limits.max_body_bytes gets 413 with
+// its request headers, before Envoy sends any of it; a content-length
+// within the limit, or one that is no number, changes nothing.
+func TestContentLengthOverLimit(t *testing.T) {
+	ts := start(t, parseConfig(t, fourInstances), false) // max_body_bytes: 65536
+	tests := []struct {
+		name, path, length string
+		want               int // 0: the headers are answered
+	}{
+		{"chat over", "/v1/chat/completions", "65537", 413},
+		{"embeddings over", "/v1/embeddings", "1000000000000", 413},
+		{"at the limit", "/v1/chat/completions", "65536", 0},
+		{"not a number", "/v1/embeddings", "lots", 0},
+		{"negative", "/v1/embeddings", "-5", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := ts.open(t)
+			defer c.close()
+			r := c.headers(t, false, ":method", "POST", ":path", tt.path, "content-type", "application/json", "content-length", tt.length)
+			if tt.want == 0 {
+				if r.GetRequestHeaders() == nil {
+					t.Fatalf("headers answered %v, want them taken", r)
+				}
+				return
+			}
+			wantStatus(t, r, tt.want, "request_too_large")
+		})
+	}
+	if got := metricValues(t, ts)[rejectedSeries(limitBody)]; got != 2 {
+		t.Errorf("%s = %g, want 2", rejectedSeries(limitBody), got)
+	}
+	assertReleased(t, ts)
+}

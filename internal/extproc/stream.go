@@ -3,6 +3,7 @@ package extproc
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -116,10 +117,15 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Process
 		return nil, st.refuse(msgRequestHeaders)
 	}
 	cfg := &st.s.cfg.Routing
+	declared := -1 // content-length
 	for _, kv := range h.GetHeaders().GetHeaders() {
 		switch strings.ToLower(kv.GetKey()) {
 		case ":method":
 			st.method = headerValue(kv)
+		case "content-length":
+			if n, err := strconv.ParseInt(headerValue(kv), 10, 64); err == nil && n >= 0 {
+				declared = int(min(n, math.MaxInt32))
+			}
 		case ":path":
 			st.path = headerValue(kv)
 		case "content-type":
@@ -135,6 +141,11 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Process
 	st.kind = openai.Classify(st.method, st.path)
 	if h.GetEndOfStream() {
 		return st.routeAny(true), nil
+	}
+	if limit := st.s.cfg.Limits.MaxBodyBytes; declared > limit {
+		// Answered before Envoy sends (and buffers) the body.
+		st.s.m.rejections.WithLabelValues(limitBody).Inc()
+		return st.fail(bodyTooLarge(limit)), nil
 	}
 	// A client-supplied destination never survives: strip it now, and the
 	// body answer overwrites it again. Every body is pinned at its end
