@@ -160,6 +160,16 @@ type Limits struct {
 	// wait in the router, where they can still be reordered or migrated,
 	// rather than in the engine's queue (default 0: not known, no limit).
 	MaxRunning int `yaml:"max_running"`
+
+	// Bounds on the router's own memory, across all ext_proc streams.
+
+	// MaxStreams caps the ext_proc streams (HTTP requests, for their whole
+	// life) served at once; a stream over it gets 429 (default 4096).
+	MaxStreams int `yaml:"max_streams"`
+	// MaxBufferedBytes caps the request body bytes all streams hold at once;
+	// a body that would go over it gets 429 (default 256 MiB; at least
+	// max_body_bytes).
+	MaxBufferedBytes int `yaml:"max_buffered_bytes"`
 }
 
 // Routing says how decisions reach Envoy.

@@ -39,6 +39,12 @@ const (
 	ModeOriginalDst     = "original-dst"
 )
 
+// Defaults of the bounds on the router's memory across streams.
+const (
+	DefaultMaxStreams       = 4096
+	DefaultMaxBufferedBytes = 256 << 20
+)
+
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
 	sd := scheduler.DefaultConfig()
@@ -127,6 +133,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Limits.LateIdleRunning == 0 {
 		c.Limits.LateIdleRunning = sd.Queue.IdleRunning
+	}
+	if c.Limits.MaxStreams == 0 {
+		c.Limits.MaxStreams = DefaultMaxStreams
+	}
+	if c.Limits.MaxBufferedBytes == 0 {
+		c.Limits.MaxBufferedBytes = DefaultMaxBufferedBytes
 	}
 	if c.Routing.Header == "" {
 		c.Routing.Header = DefaultHeader

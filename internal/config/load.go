@@ -158,6 +158,10 @@ func (c Config) Validate() error {
 	switch {
 	case c.Limits.MaxBodyBytes < 1:
 		return invalid("limits.max_body_bytes", "must be >= 1, got %d", c.Limits.MaxBodyBytes)
+	case c.Limits.MaxStreams < 1:
+		return invalid("limits.max_streams", "must be >= 1, got %d", c.Limits.MaxStreams)
+	case c.Limits.MaxBufferedBytes < c.Limits.MaxBodyBytes:
+		return invalid("limits.max_buffered_bytes", "must be >= limits.max_body_bytes (%d), got %d", c.Limits.MaxBodyBytes, c.Limits.MaxBufferedBytes)
 	case c.Routing.Mode != ModeOverrideHost && c.Routing.Mode != ModeOriginalDst:
 		return invalid("routing.mode", "%q is not %s or %s", c.Routing.Mode, ModeOverrideHost, ModeOriginalDst)
 	case c.Routing.ResponseBody != "streamed" && c.Routing.ResponseBody != "none":

@@ -22,6 +22,7 @@ type metrics struct {
 	hostIgnored *prometheus.CounterVec   // pool
 	stateUp     *prometheus.GaugeVec     // pool
 	stateDelay  *prometheus.GaugeVec     // pool
+	rejections  *prometheus.CounterVec   // limit
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -76,9 +77,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.stateDelay = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "dualmap_state_propagation_p99_seconds", Help: "p99 delay between another replica's dispatch and its arrival here.",
 	}, []string{"pool"})
+	m.rejections = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dualmap_limit_rejections_total", Help: "Requests refused by a bound on the router's memory, by the limits key: max_streams, max_buffered_bytes, max_body_bytes.",
+	}, []string{"limit"})
+	for _, l := range []string{limitStreams, limitBuffered, limitBody} {
+		m.rejections.WithLabelValues(l)
+	}
 	if reg != nil {
 		reg.MustRegister(m.decisions, m.errors, m.queueWait, m.queueDepth, m.pending, m.healthy,
-			m.promptTok, m.cachedTok, m.tokenize, m.decide, m.firstByte, m.upstreamErr, m.hostIgnored, m.stateUp, m.stateDelay)
+			m.promptTok, m.cachedTok, m.tokenize, m.decide, m.firstByte, m.upstreamErr, m.hostIgnored, m.stateUp, m.stateDelay, m.rejections)
 	}
 	return m
 }

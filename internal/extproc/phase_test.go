@@ -146,6 +146,8 @@ func changed(before, after map[string]float64) []string {
 
 const violationSeries = "dualmap_errors_total{kind=protocol_violation}"
 
+const streamsSeries = "dualmap_streams{}"
+
 // endedWith sends req and returns the code the stream ended with (OK when
 // the message was answered instead).
 func (c *call) endedWith(t *testing.T, req *extprocv3.ProcessingRequest) codes.Code {
@@ -217,6 +219,12 @@ func TestPhaseViolations(t *testing.T) {
 			}
 			delete(before, violationSeries)
 			delete(after, violationSeries)
+			// The stream ended: it no longer counts.
+			if after[streamsSeries] != 0 {
+				t.Errorf("%s = %g after the stream ended, want 0", streamsSeries, after[streamsSeries])
+			}
+			delete(before, streamsSeries)
+			delete(after, streamsSeries)
 			if d := changed(before, after); len(d) > 0 {
 				t.Errorf("the refused message changed metrics: %v", d)
 			}

@@ -3,6 +3,8 @@ package extproc
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -22,6 +24,28 @@ var (
 	errTokenize      = errors.New("extproc: tokenization failed")
 )
 
+// Errors of the bounds on the router's memory (limits.max_streams,
+// limits.max_buffered_bytes); a body over limits.max_body_bytes is
+// bodyTooLarge's openai.Error.
+var (
+	errTooManyStreams = errors.New("extproc: too many streams")
+	errBufferFull     = errors.New("extproc: request body buffer full")
+)
+
+// Error kinds of the bounds, as counted in dualmap_errors_total.
+const (
+	kindTooLarge       = "too_large"
+	kindTooManyStreams = "too_many_streams"
+	kindBufferFull     = "buffer_full"
+)
+
+// bodyTooLarge is the 413 of a body that grew past limit, on any path: the
+// error the body parser returns for an inference body over the limit.
+func bodyTooLarge(limit int) error {
+	return &openai.Error{Status: http.StatusRequestEntityTooLarge, Type: openai.TypeInvalidRequest, Code: openai.CodeRequestTooLarge,
+		Message: fmt.Sprintf("The request body is more than the limit of %d bytes.", limit)}
+}
+
 // httpError is what a client gets: status, OpenAI-style body, error kind
 // for metrics, and an optional Retry-After.
 type httpError struct {
@@ -37,7 +61,7 @@ func classify(err error, retryAfter time.Duration) httpError {
 		kind := "bad_request"
 		switch oe.Status {
 		case 413:
-			kind = "too_large"
+			kind = kindTooLarge
 		case 415:
 			kind = "unsupported_media_type"
 		}
@@ -57,6 +81,12 @@ func classify(err error, retryAfter time.Duration) httpError {
 	case errors.Is(err, scheduler.ErrLate):
 		return httpError{status: 503, kind: "late", retryAfter: retryAfter,
 			body: errorJSON("the request can no longer meet its time-to-first-token objective here; retry later", "service_unavailable", "", "slo_unreachable")}
+	case errors.Is(err, errTooManyStreams):
+		return httpError{status: 429, kind: kindTooManyStreams, retryAfter: retryAfter,
+			body: errorJSON("the router is serving too many requests; retry later", "rate_limit_exceeded", "", "too_many_streams")}
+	case errors.Is(err, errBufferFull):
+		return httpError{status: 429, kind: kindBufferFull, retryAfter: retryAfter,
+			body: errorJSON("the router is holding too many request bodies; retry later", "rate_limit_exceeded", "", "buffer_full")}
 	case errors.Is(err, errTokenize):
 		return httpError{status: 400, kind: "tokenize", body: errorJSON(err.Error(), "invalid_request_error", "", "tokenize")}
 	}

@@ -52,6 +52,7 @@ type Server struct {
 	byModel map[string]*pool
 	def     *pool // the "*" pool, or nil
 	seq     atomic.Uint64
+	bounds  *bounds
 
 	bgMu sync.Mutex // serializes background changes (health, membership, rebalancing)
 }
@@ -72,6 +73,8 @@ func New(cfg config.Config, opt Options) (*Server, error) {
 		s.client = &http.Client{Timeout: cfg.Health.Timeout}
 	}
 	s.m = newMetrics(opt.Registry)
+	s.bounds = &bounds{maxStreams: int64(cfg.Limits.MaxStreams), maxBuffered: int64(cfg.Limits.MaxBufferedBytes)}
+	registerBounds(opt.Registry, s.bounds)
 	for _, pc := range cfg.Pools {
 		store, err := newStore(cfg, pc.Name, opt, s.log)
 		if err != nil {
@@ -218,8 +221,13 @@ func (s *Server) updateGauges() {
 
 // Process serves one ext_proc stream, i.e. one HTTP request: each message
 // is answered in turn, and a message the stream refuses ends it with a gRPC
-// error (Envoy then fails the request) after releasing what it held.
+// error (Envoy then fails the request) after releasing what it held. A
+// stream over limits.max_streams is turned away (turnAway).
 func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
+	if !s.bounds.admit() {
+		return s.turnAway(srv)
+	}
+	defer s.bounds.leave()
 	st := newStream(s, srv.Context())
 	defer st.finish()
 	for {

@@ -3,6 +3,7 @@ package extproc
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -55,7 +56,12 @@ type stream struct {
 
 	method, path, contentType string
 	sloHeader, session        string
-	body                      []byte
+	kind                      openai.Kind // of method and path
+	// The request body: size bytes so far, of which body holds those of an
+	// inference request (the others are not read) until it is routed; held
+	// of them are reserved in the server's bounds.
+	body       []byte
+	size, held int
 
 	pool       *pool              // set by prepare
 	streaming  bool               // set by prepare
@@ -111,10 +117,15 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Process
 		return nil, st.refuse(msgRequestHeaders)
 	}
 	cfg := &st.s.cfg.Routing
+	declared := -1 // content-length
 	for _, kv := range h.GetHeaders().GetHeaders() {
 		switch strings.ToLower(kv.GetKey()) {
 		case ":method":
 			st.method = headerValue(kv)
+		case "content-length":
+			if n, err := strconv.ParseInt(headerValue(kv), 10, 64); err == nil && n >= 0 {
+				declared = int(min(n, math.MaxInt32))
+			}
 		case ":path":
 			st.path = headerValue(kv)
 		case "content-type":
@@ -127,8 +138,14 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Process
 			}
 		}
 	}
+	st.kind = openai.Classify(st.method, st.path)
 	if h.GetEndOfStream() {
 		return st.routeAny(true), nil
+	}
+	if limit := st.s.cfg.Limits.MaxBodyBytes; declared > limit {
+		// Answered before Envoy sends (and buffers) the body.
+		st.s.m.rejections.WithLabelValues(limitBody).Inc()
+		return st.fail(bodyTooLarge(limit)), nil
 	}
 	// A client-supplied destination never survives: strip it now, and the
 	// body answer overwrites it again. Every body is pinned at its end
@@ -167,27 +184,41 @@ func (st *stream) routeAny(headersPhase bool) *extprocv3.ProcessingResponse {
 
 // onRequestBody collects the body; its end routes the request, once: a
 // body after the end-of-stream one is refused (it would route again and
-// leak the first request's load).
+// leak the first request's load). A chunk that would take the body over
+// limits.max_body_bytes gets 413, on any path, and one that would take the
+// bodies of all streams over limits.max_buffered_bytes gets 429; neither
+// is kept.
 func (st *stream) onRequestBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, error) {
 	if st.phase != phaseRequestBody {
 		return nil, st.refuse(msgRequestBody)
 	}
-	st.body = append(st.body, b.GetBody()...)
-	if len(st.body) > st.s.cfg.Limits.MaxBodyBytes {
-		_, err := openai.Parse(st.method, st.path, st.contentType, st.body, openai.Limits{MaxBodyBytes: st.s.cfg.Limits.MaxBodyBytes})
-		if err == nil {
-			err = fmt.Errorf("body over limit")
+	chunk, limit := b.GetBody(), st.s.cfg.Limits.MaxBodyBytes
+	if len(chunk) > limit-st.size {
+		st.s.m.rejections.WithLabelValues(limitBody).Inc()
+		return st.fail(bodyTooLarge(limit)), nil
+	}
+	st.size += len(chunk)
+	if st.kind != openai.KindOther && len(chunk) > 0 {
+		if !st.s.bounds.reserve(len(chunk)) {
+			st.s.m.rejections.WithLabelValues(limitBuffered).Inc()
+			return st.fail(errBufferFull), nil
 		}
-		return st.fail(err), nil
+		st.held += len(chunk)
+		if st.body == nil && b.GetEndOfStream() {
+			st.body = chunk // the whole body in one message (BUFFERED): no copy
+		} else {
+			st.body = append(st.body, chunk...)
+		}
 	}
 	if !b.GetEndOfStream() {
 		return continueBody(nil), nil
 	}
-	if openai.Classify(st.method, st.path) == openai.KindOther {
+	if st.kind == openai.KindOther {
 		return st.routeAny(false), nil
 	}
 	start := time.Now()
 	r, err := st.prepare()
+	st.dropBody() // what routing needs of it is in r
 	st.s.m.tokenize.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return st.fail(err), nil
@@ -227,6 +258,7 @@ func (st *stream) onRequestTrailers() (*extprocv3.ProcessingResponse, error) {
 		return nil, st.refuse(msgRequestTrailers)
 	}
 	st.phase = phaseDispatched
+	st.dropBody()
 	st.s.log.Debug("request trailers ended the body unrouted; forwarded without a pin", "path", st.path)
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}}}, nil
 }
@@ -302,6 +334,7 @@ func (st *stream) onResponseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Proces
 		return nil, st.refuse(msgResponseHeaders)
 	}
 	if st.phase == phaseRequestBody {
+		st.dropBody()
 		st.s.log.Debug("response before the request body ended: Envoy answered itself, or its request_body_mode is not BUFFERED", "path", st.path)
 	}
 	st.phase = phaseResponse
@@ -427,14 +460,25 @@ func (st *stream) settle(done bool) {
 // or a message was refused. It releases whatever the request still holds
 // in the scheduler (only a dispatched request is ever held: Complete).
 func (st *stream) finish() {
+	st.dropBody()
 	if st.owes != owesNothing {
 		st.settle(true)
 	}
 }
 
-// fail answers with the error and counts it.
+// dropBody lets go of the request body and gives its bytes back to the
+// server's budget.
+func (st *stream) dropBody() {
+	st.body = nil
+	st.s.bounds.release(st.held)
+	st.held = 0
+}
+
+// fail answers with the error and counts it. The stream accepts nothing
+// more, and keeps no body.
 func (st *stream) fail(err error) *extprocv3.ProcessingResponse {
 	st.phase = phaseFailed
+	st.dropBody()
 	e := classify(err, time.Second)
 	st.s.m.errors.WithLabelValues(e.kind).Inc()
 	st.s.log.Debug("request rejected", "kind", e.kind, "status", e.status, "path", st.path, "error", err)
