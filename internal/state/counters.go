@@ -7,6 +7,7 @@ import "sync/atomic"
 type counters struct {
 	published, batches, coalesced, dropped atomic.Uint64
 	errors                                 atomic.Uint64
+	panics                                 atomic.Uint64
 }
 
 // fill copies the counters into st.
@@ -16,4 +17,5 @@ func (c *counters) fill(st *Stats) {
 	st.Coalesced = c.coalesced.Load()
 	st.Dropped = c.dropped.Load()
 	st.Errors = c.errors.Load()
+	st.Panics = c.panics.Load()
 }

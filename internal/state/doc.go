@@ -98,6 +98,21 @@
 // errors other than connection failures (wrong type, ACL, OOM) are counted
 // and logged at Debug but do not mark Redis down.
 //
+// # Limits
+//
+// Everything Redis returns is untrusted: anyone who can write to the
+// server (or a corrupted one) must not be able to take the replicas down.
+// go-redis v9 allocates whatever length a reply header announces and has
+// no option to bound it, so the client's Dialer puts a guard under it that
+// parses the RESP stream as it is read: a bulk string above MaxReplyBytes
+// (16 MiB), an aggregate announcing more than MaxReplyElements (1<<20)
+// values outstanding, or bytes that are not RESP close the connection
+// before go-redis sees that read. It counts in Stats.RefusedReplies, logs a
+// Warn, and is an outage like any connection failure. Every background
+// round (heartbeat, read, publish, and the clean-up when Run ends) recovers
+// from a panic: it is logged at Error with its stack, counted in
+// Stats.Panics, and the loop goes on with its backoff.
+//
 // go-redis logs every failed dial through its own process-wide logger; see
 // RedisLogger to route those lines to slog at Debug.
 //

@@ -49,6 +49,9 @@ func (h *health) ok() {
 // (a dial that raced a restart says nothing about now); the next failure
 // will tell.
 func (h *health) failed(op string, began time.Time, err error) {
+	if errors.Is(err, errPanic) { // counted and logged by safely
+		return
+	}
 	h.st.errors.Add(1)
 	if !unreachable(err) {
 		h.log.Debug("state: redis error", "op", op, "err", err)

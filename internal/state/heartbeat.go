@@ -29,7 +29,7 @@ func (s *RedisStore) heartbeatLoop(ctx context.Context, c *coord.Coordinator) {
 	for {
 		if began := time.Now(); !began.Before(retryAt) {
 			rctx, cancel := context.WithTimeout(ctx, opTimeout)
-			err := c.Sync(rctx)
+			err := s.safely("heartbeat", func() error { return c.Sync(rctx) })
 			cancel()
 			switch {
 			case err == nil:
@@ -42,7 +42,9 @@ func (s *RedisStore) heartbeatLoop(ctx context.Context, c *coord.Coordinator) {
 				retryAt = began.Add(bo.fail())
 			}
 		}
-		c.Expire()
+		if err := s.safely("expire", func() error { c.Expire(); return nil }); err != nil {
+			retryAt = time.Now().Add(bo.fail())
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -40,6 +40,14 @@ type RedisOptions struct {
 	Buffer int
 	// Logger receives outage and recovery messages (default slog.Default()).
 	Logger *slog.Logger
+
+	// Everything Redis returns is untrusted (see the package doc, Limits).
+	// MaxReplyBytes bounds one bulk string (and one simple line) of a reply
+	// (default 16 MiB); MaxReplyElements bounds the values the aggregates
+	// of a reply announce and have not yet delivered (default 1<<20). A
+	// reply beyond either closes the connection before anything is
+	// allocated for it.
+	MaxReplyBytes, MaxReplyElements int64
 }
 
 // Defaults.
@@ -49,6 +57,9 @@ const (
 	DefaultFlush        = 10 * time.Millisecond
 	DefaultStreamMaxLen = 200_000
 	DefaultBuffer       = 1 << 20
+
+	DefaultMaxReplyBytes    = 16 << 20
+	DefaultMaxReplyElements = 1 << 20
 )
 
 func (o RedisOptions) withDefaults() RedisOptions {
@@ -73,6 +84,12 @@ func (o RedisOptions) withDefaults() RedisOptions {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.MaxReplyBytes == 0 {
+		o.MaxReplyBytes = DefaultMaxReplyBytes
+	}
+	if o.MaxReplyElements == 0 {
+		o.MaxReplyElements = DefaultMaxReplyElements
+	}
 	return o
 }
 
@@ -91,6 +108,10 @@ func (o RedisOptions) validate() error {
 		return fmt.Errorf("%w: StreamMaxLen must be >= 1, got %d", ErrInvalidOptions, o.StreamMaxLen)
 	case o.Buffer < 1:
 		return fmt.Errorf("%w: Buffer must be >= 1, got %d", ErrInvalidOptions, o.Buffer)
+	case o.MaxReplyBytes < 64 || o.MaxReplyBytes > 1<<40:
+		return fmt.Errorf("%w: MaxReplyBytes must be in [64, 1<<40], got %d", ErrInvalidOptions, o.MaxReplyBytes)
+	case o.MaxReplyElements < 64 || o.MaxReplyElements > 1<<40:
+		return fmt.Errorf("%w: MaxReplyElements must be in [64, 1<<40], got %d", ErrInvalidOptions, o.MaxReplyElements)
 	case o.DB < 0:
 		return fmt.Errorf("%w: DB must be >= 0, got %d", ErrInvalidOptions, o.DB)
 	}

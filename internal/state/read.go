@@ -31,7 +31,7 @@ func (s *RedisStore) readLoop(ctx context.Context, c *coord.Coordinator) {
 	var bo backoff
 	for ctx.Err() == nil {
 		began := time.Now()
-		err := c.Receive(ctx)
+		err := s.safely("read", func() error { return c.Receive(ctx) })
 		if err == nil {
 			s.health.ok()
 			bo.reset()

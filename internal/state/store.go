@@ -76,6 +76,15 @@ type Stats struct {
 	// and values.
 	Errors uint64
 
+	// RefusedReplies counts Redis connections closed because a reply
+	// announced more than MaxReplyBytes or MaxReplyElements, or was not
+	// RESP (each also counts in Errors and starts an outage).
+	RefusedReplies uint64
+	// Panics counts background rounds (heartbeat, read, publish) that
+	// panicked: each is logged at Error with its stack, and the loop goes
+	// on with backoff.
+	Panics uint64
+
 	// PropagationLast is the delay of the last batch received: from when
 	// its oldest record was recorded on the other replica to when it was
 	// read here (and handed to the Coordinator to apply). PropagationP50
