@@ -25,19 +25,34 @@ type health struct {
 	downSince time.Time
 	outages   uint64
 	epoch     uint64 // recoveries so far: readers rewind when it changes
+	// denied counts the refusals (see refusal) in a row of each
+	// operation; deniedOp is the operation whose refusals started the
+	// current outage, "" when it is a connection failure.
+	denied   map[string]int
+	deniedOp string
 }
 
-// ok records a successful operation.
-func (h *health) ok() {
+// deniedAfter is how many refusals in a row of one operation make an
+// outage: a misconfigured or tampered Redis (a key of the wrong type, a
+// user without the permissions) that will not fix itself.
+const deniedAfter = 3
+
+// ok records that operation op succeeded. An outage started by refusals
+// ends only when the operation refused succeeds.
+func (h *health) ok(op string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.up = true
+	delete(h.denied, op)
 	h.okAt = time.Now()
+	if h.down && h.deniedOp != "" && h.deniedOp != op {
+		return
+	}
+	h.up = true
 	if !h.down {
 		return
 	}
 	h.log.Info("state: redis reachable again", "outage", time.Since(h.downSince).Round(time.Millisecond))
-	h.down = false
+	h.down, h.deniedOp = false, ""
 	h.downSince = time.Time{}
 	h.epoch++
 }
@@ -54,6 +69,10 @@ func (h *health) failed(op string, began time.Time, err error) {
 	}
 	h.st.errors.Add(1)
 	if !unreachable(err) {
+		if refusal(err) {
+			h.refused(op, err)
+			return
+		}
 		h.log.Debug("state: redis error", "op", op, "err", err)
 		return
 	}
@@ -67,6 +86,42 @@ func (h *health) failed(op string, began time.Time, err error) {
 	h.down = true
 	h.downSince = time.Now()
 	h.outages++
+}
+
+// refused records a refusal of op: after deniedAfter in a row, an outage.
+func (h *health) refused(op string, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.denied == nil {
+		h.denied = make(map[string]int)
+	}
+	h.denied[op]++
+	if h.denied[op] < deniedAfter || h.down {
+		h.log.Debug("state: redis refused", "op", op, "err", err)
+		return
+	}
+	h.up = false
+	h.log.Warn("state: redis keeps refusing the pool's commands (wrong key type or permissions); routing on the local view until it accepts them", "op", op, "err", err)
+	h.down, h.deniedOp = true, op
+	h.downSince = time.Now()
+	h.outages++
+}
+
+// refusal reports whether err is Redis refusing the command for good: a key
+// of the wrong type (WRONGTYPE) or missing permissions or credentials
+// (NOPERM, NOAUTH, WRONGPASS).
+func refusal(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	for _, p := range []string{"WRONGTYPE", "NOPERM", "NOAUTH", "WRONGPASS"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // unreachable reports whether err is a connection failure rather than an

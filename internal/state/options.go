@@ -48,6 +48,16 @@ type RedisOptions struct {
 	// reply beyond either closes the connection before anything is
 	// allocated for it.
 	MaxReplyBytes, MaxReplyElements int64
+	// MaxSplits bounds the key-depth table imported from T:kd (default
+	// 4096, the scheduler's default MaxSplits: use the same value);
+	// MaxKeyDepthBytes bounds its encoded size (default 16 bytes per
+	// split plus 4 KiB). A larger value is not read.
+	MaxSplits, MaxKeyDepthBytes int
+	// MaxLoadRequests and MaxLoadTokens bound each field of another
+	// replica's load on one instance (requests: queued, running; tokens:
+	// queued, pending). Larger values are clamped (default 1<<16 requests
+	// and 1<<24 tokens, beyond what one instance holds).
+	MaxLoadRequests, MaxLoadTokens int
 }
 
 // Defaults.
@@ -60,6 +70,9 @@ const (
 
 	DefaultMaxReplyBytes    = 16 << 20
 	DefaultMaxReplyElements = 1 << 20
+	DefaultMaxSplits        = 4096
+	DefaultMaxLoadRequests  = 1 << 16
+	DefaultMaxLoadTokens    = 1 << 24
 )
 
 func (o RedisOptions) withDefaults() RedisOptions {
@@ -90,6 +103,18 @@ func (o RedisOptions) withDefaults() RedisOptions {
 	if o.MaxReplyElements == 0 {
 		o.MaxReplyElements = DefaultMaxReplyElements
 	}
+	if o.MaxSplits == 0 {
+		o.MaxSplits = DefaultMaxSplits
+	}
+	if o.MaxKeyDepthBytes == 0 {
+		o.MaxKeyDepthBytes = 16*o.MaxSplits + 4096
+	}
+	if o.MaxLoadRequests == 0 {
+		o.MaxLoadRequests = DefaultMaxLoadRequests
+	}
+	if o.MaxLoadTokens == 0 {
+		o.MaxLoadTokens = DefaultMaxLoadTokens
+	}
 	return o
 }
 
@@ -112,6 +137,10 @@ func (o RedisOptions) validate() error {
 		return fmt.Errorf("%w: MaxReplyBytes must be in [64, 1<<40], got %d", ErrInvalidOptions, o.MaxReplyBytes)
 	case o.MaxReplyElements < 64 || o.MaxReplyElements > 1<<40:
 		return fmt.Errorf("%w: MaxReplyElements must be in [64, 1<<40], got %d", ErrInvalidOptions, o.MaxReplyElements)
+	case o.MaxSplits < 0 || o.MaxKeyDepthBytes < 1 || int64(o.MaxKeyDepthBytes) > o.MaxReplyBytes:
+		return fmt.Errorf("%w: MaxSplits must be >= 0 and MaxKeyDepthBytes in [1, MaxReplyBytes], got %d and %d", ErrInvalidOptions, o.MaxSplits, o.MaxKeyDepthBytes)
+	case o.MaxLoadRequests < 1 || o.MaxLoadTokens < 1:
+		return fmt.Errorf("%w: MaxLoadRequests and MaxLoadTokens must be >= 1, got %d and %d", ErrInvalidOptions, o.MaxLoadRequests, o.MaxLoadTokens)
 	case o.DB < 0:
 		return fmt.Errorf("%w: DB must be >= 0, got %d", ErrInvalidOptions, o.DB)
 	}

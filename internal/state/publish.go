@@ -38,7 +38,7 @@ func (s *RedisStore) publishLoop(ctx context.Context) {
 		})
 		if err == nil {
 			if sent {
-				s.health.ok()
+				s.health.ok("publish")
 			}
 			bo.reset()
 			continue
