@@ -98,7 +98,10 @@
 // (pools changing) are skipped and counted (coord.Stats.Unknown). Redis
 // errors other than connection failures (OOM, a wrong type or an ACL
 // refusal now and then) are counted and logged at Debug but do not mark
-// Redis down; refusals that persist do (see Limits).
+// Redis down; refusals that persist do (see Limits). So do three
+// connection failures in a row of one loop while the others succeed (a
+// reply the guard refuses every time); that outage ends when that loop
+// succeeds again.
 //
 // # Limits
 //

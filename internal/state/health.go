@@ -25,16 +25,19 @@ type health struct {
 	downSince time.Time
 	outages   uint64
 	epoch     uint64 // recoveries so far: readers rewind when it changes
-	// denied counts the refusals (see refusal) in a row of each
-	// operation; deniedOp is the operation whose refusals started the
-	// current outage, "" when it is a connection failure.
-	denied   map[string]int
-	deniedOp string
+	// denied and failing count the refusals (see refusal) and the
+	// connection failures in a row of each operation; cause is the
+	// operation whose failures started the current outage while others
+	// succeeded, "" when nothing succeeded.
+	denied, failing map[string]int
+	cause           string
 }
 
 // deniedAfter is how many refusals in a row of one operation make an
-// outage: a misconfigured or tampered Redis (a key of the wrong type, a
-// user without the permissions) that will not fix itself.
+// outage (a misconfigured or tampered Redis: a key of the wrong type, a
+// user without the permissions, that will not fix itself), and how many
+// connection failures in a row of one operation do while others succeed
+// (a reply the guard refuses every time).
 const deniedAfter = 3
 
 // ok records that operation op succeeded. An outage started by refusals
@@ -43,8 +46,9 @@ func (h *health) ok(op string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.denied, op)
+	delete(h.failing, op)
 	h.okAt = time.Now()
-	if h.down && h.deniedOp != "" && h.deniedOp != op {
+	if h.down && h.cause != "" && h.cause != op {
 		return
 	}
 	h.up = true
@@ -52,7 +56,7 @@ func (h *health) ok(op string) {
 		return
 	}
 	h.log.Info("state: redis reachable again", "outage", time.Since(h.downSince).Round(time.Millisecond))
-	h.down, h.deniedOp = false, ""
+	h.down, h.cause = false, ""
 	h.downSince = time.Time{}
 	h.epoch++
 }
@@ -78,8 +82,18 @@ func (h *health) failed(op string, began time.Time, err error) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.down || h.up && began.Before(h.okAt) {
+	if h.failing == nil {
+		h.failing = make(map[string]int)
+	}
+	h.failing[op]++
+	if h.down {
 		return
+	}
+	if h.up && began.Before(h.okAt) {
+		if h.failing[op] < deniedAfter {
+			return
+		}
+		h.cause = op
 	}
 	h.up = false
 	h.log.Warn("state: redis unreachable; routing on the local view until it returns", "op", op, "err", err)
@@ -102,7 +116,7 @@ func (h *health) refused(op string, err error) {
 	}
 	h.up = false
 	h.log.Warn("state: redis keeps refusing the pool's commands (wrong key type or permissions); routing on the local view until it accepts them", "op", op, "err", err)
-	h.down, h.deniedOp = true, op
+	h.down, h.cause = true, op
 	h.downSince = time.Now()
 	h.outages++
 }

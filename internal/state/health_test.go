@@ -128,3 +128,32 @@ func TestHealthRefusals(t *testing.T) {
 		t.Errorf("after the heartbeat succeeded: Up=%v Outages=%d, want true, 1", s.Up, s.Outages)
 	}
 }
+
+// TestHealthOneOperationFailing: connection failures of one operation
+// while the others succeed (a reply refused every time) are an outage
+// after three in a row, which only that operation's success ends.
+func TestHealthOneOperationFailing(t *testing.T) {
+	var st counters
+	h := health{log: slog.New(slog.DiscardHandler), st: &st}
+	refused := errors.New("state: redis reply refused")
+	var s Stats
+	for i := range 3 {
+		began := time.Now()
+		h.ok("read")
+		h.fill(&s)
+		if !s.Up {
+			t.Fatalf("Up = false after %d heartbeat failures, want true below 3", i)
+		}
+		h.failed("heartbeat", began, refused)
+	}
+	h.ok("read")
+	h.fill(&s)
+	if s.Up || s.Outages != 1 {
+		t.Fatalf("after 3 heartbeat failures: Up=%v Outages=%d, want false, 1", s.Up, s.Outages)
+	}
+	h.ok("heartbeat")
+	h.fill(&s)
+	if !s.Up {
+		t.Errorf("Up = false after the heartbeat succeeded, want true")
+	}
+}
