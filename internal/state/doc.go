@@ -110,7 +110,8 @@
 // go-redis v9 allocates whatever length a reply header announces and has
 // no option to bound it, so the client's Dialer puts a guard under it that
 // parses the RESP stream as it is read: a bulk string above MaxReplyBytes
-// (16 MiB), an aggregate announcing more than MaxReplyElements (1<<20)
+// (16 MiB), bulk strings adding up to more than MaxReplyTotal (128 MiB) in
+// one reply, an aggregate announcing more than MaxReplyElements (1<<20)
 // values outstanding, or bytes that are not RESP close the connection
 // before go-redis sees that read. It counts in Stats.RefusedReplies, logs a
 // Warn, and is an outage like any connection failure. Every background

@@ -142,36 +142,36 @@ func TestHostileServer(t *testing.T) {
 		name    string
 		answer  func(net.Conn) bool
 		refused bool // the guard must close the connection
+		mod     func(*RedisOptions)
 	}{
-		{"bulk of 2^63 bytes", write("$9223372036854775807\r\n"), true},
-		{"bulk of 256 MiB", write("$268435456\r\n"), true},
-		{"array of 2^62 elements", write("*4611686018427387904\r\n"), true},
-		{"nested arrays of 2^19", write(strings.Repeat("*524288\r\n", 8)), true},
-		{"map of 2^40 pairs", write("%1099511627776\r\n"), true},
-		{"endless line", write("+" + strings.Repeat("A", 1<<18)), true},
-		{"garbage", write("\x00\xff garbage \x13\r\n"), true},
+		{"bulk of 2^63 bytes", write("$9223372036854775807\r\n"), true, nil},
+		{"bulk of 256 MiB", write("$268435456\r\n"), true, nil},
+		{"array of 2^62 elements", write("*4611686018427387904\r\n"), true, nil},
+		{"nested arrays of 2^19", write(strings.Repeat("*524288\r\n", 8)), true, nil},
+		{"map of 2^40 pairs", write("%1099511627776\r\n"), true, nil},
+		{"endless line", write("+" + strings.Repeat("A", 1<<18)), true, func(o *RedisOptions) { o.MaxReplyBytes = 1 << 17 }},
+		{"many bulks within the size, above the total", write("*1000\r\n" + strings.Repeat("$131072\r\n"+strings.Repeat("B", 131072)+"\r\n", 3)), true, func(o *RedisOptions) {
+			o.MaxReplyBytes, o.MaxReplyTotal = 1<<17, 1<<18
+		}},
+		{"garbage", write("\x00\xff garbage \x13\r\n"), true, nil},
 		{"slow replies", func(c net.Conn) bool {
 			time.Sleep(1500 * time.Millisecond) // past the client's 1s read timeout
 			_, err := io.WriteString(c, "+OK\r\n")
 			return err == nil
-		}, false},
+		}, false, nil},
 		{"reset", func(c net.Conn) bool {
 			if tc, ok := c.(*net.TCPConn); ok {
 				_ = tc.SetLinger(0) // close sends RST
 			}
 			return false
-		}, false},
+		}, false, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			addr := startFakeRedis(t, tt.answer)
 			runtime.GC()
 			before := totalAlloc()
-			r := newReplica(t, addr, "victim", func(o *RedisOptions) {
-				if tt.name == "endless line" {
-					o.MaxReplyBytes = 1 << 17
-				}
-			})
+			r := newReplica(t, addr, "victim", tt.mod)
 			eventually(t, 5*time.Second, func() string {
 				st := r.store.Stats()
 				switch {

@@ -48,6 +48,10 @@ type RedisOptions struct {
 	// reply beyond either closes the connection before anything is
 	// allocated for it.
 	MaxReplyBytes, MaxReplyElements int64
+	// MaxReplyTotal bounds the sum of the bulk strings of one reply
+	// (default 128 MiB: an XREAD of 256 of the largest stream entries this
+	// package writes, 512 KiB each).
+	MaxReplyTotal int64
 	// MaxSplits bounds the key-depth table imported from T:kd (default
 	// 4096, the scheduler's default MaxSplits: use the same value);
 	// MaxKeyDepthBytes bounds its encoded size (default 16 bytes per
@@ -70,6 +74,7 @@ const (
 
 	DefaultMaxReplyBytes    = 16 << 20
 	DefaultMaxReplyElements = 1 << 20
+	DefaultMaxReplyTotal    = 128 << 20
 	DefaultMaxSplits        = 4096
 	DefaultMaxLoadRequests  = 1 << 16
 	DefaultMaxLoadTokens    = 1 << 24
@@ -103,6 +108,9 @@ func (o RedisOptions) withDefaults() RedisOptions {
 	if o.MaxReplyElements == 0 {
 		o.MaxReplyElements = DefaultMaxReplyElements
 	}
+	if o.MaxReplyTotal == 0 {
+		o.MaxReplyTotal = max(DefaultMaxReplyTotal, o.MaxReplyBytes)
+	}
 	if o.MaxSplits == 0 {
 		o.MaxSplits = DefaultMaxSplits
 	}
@@ -135,6 +143,8 @@ func (o RedisOptions) validate() error {
 		return fmt.Errorf("%w: Buffer must be >= 1, got %d", ErrInvalidOptions, o.Buffer)
 	case o.MaxReplyBytes < 64 || o.MaxReplyBytes > 1<<40:
 		return fmt.Errorf("%w: MaxReplyBytes must be in [64, 1<<40], got %d", ErrInvalidOptions, o.MaxReplyBytes)
+	case o.MaxReplyTotal < o.MaxReplyBytes || o.MaxReplyTotal > 1<<50:
+		return fmt.Errorf("%w: MaxReplyTotal must be in [MaxReplyBytes, 1<<50], got %d", ErrInvalidOptions, o.MaxReplyTotal)
 	case o.MaxReplyElements < 64 || o.MaxReplyElements > 1<<40:
 		return fmt.Errorf("%w: MaxReplyElements must be in [64, 1<<40], got %d", ErrInvalidOptions, o.MaxReplyElements)
 	case o.MaxSplits < 0 || o.MaxKeyDepthBytes < 1 || int64(o.MaxKeyDepthBytes) > o.MaxReplyBytes:

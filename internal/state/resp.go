@@ -31,6 +31,7 @@ var errReplyTooLarge = errors.New("state: redis reply refused")
 type respScanner struct {
 	maxBulk  int64 // largest bulk payload (and simple line) accepted
 	maxElems int64 // largest number of announced values outstanding
+	maxTotal int64 // largest sum of bulk payloads in one top-level reply
 
 	state   respState
 	kind    byte  // type byte of the header or line being read
@@ -39,6 +40,7 @@ type respScanner struct {
 	digits  bool  // the header's number has at least one digit
 	line    int64 // bytes of the simple line read so far
 	pending int64 // values announced by aggregates and not yet begun
+	total   int64 // bulk payload bytes of the current top-level reply
 }
 
 type respState uint8
@@ -66,7 +68,10 @@ func (r *respScanner) scan(p []byte) error {
 			default:
 				return fmt.Errorf("%w: type byte %q is not RESP", errReplyTooLarge, b)
 			}
-			if b != '|' && r.pending > 0 { // an attribute precedes a value, it is not one
+			switch {
+			case r.pending == 0: // a new top-level reply
+				r.total = 0
+			case b != '|': // an attribute precedes a value, it is not one
 				r.pending--
 			}
 			r.kind = b
@@ -126,6 +131,9 @@ func (r *respScanner) endHeader(bulk bool) error {
 	case r.neg: // null bulk or aggregate
 		r.state = respType
 	case bulk:
+		if r.total += r.n; r.total > r.maxTotal {
+			return fmt.Errorf("%w: more than %d bytes in one reply", errReplyTooLarge, r.maxTotal)
+		}
 		r.state, r.n = respBody, r.n+2
 	default:
 		add := r.n
@@ -152,8 +160,8 @@ type guardConn struct {
 	err error
 }
 
-func newGuardConn(c net.Conn, maxBulk, maxElems int64, refused func(error)) *guardConn {
-	return &guardConn{Conn: c, refused: refused, sc: respScanner{maxBulk: maxBulk, maxElems: maxElems}}
+func newGuardConn(c net.Conn, limits respScanner, refused func(error)) *guardConn {
+	return &guardConn{Conn: c, refused: refused, sc: limits}
 }
 
 // Read reads from the connection and checks what it read before returning
@@ -201,7 +209,8 @@ func (g *replyGuard) dial(ctx context.Context, network, addr string) (net.Conn, 
 	if err != nil {
 		return nil, err
 	}
-	return newGuardConn(c, g.opt.MaxReplyBytes, g.opt.MaxReplyElements, func(err error) {
+	limits := respScanner{maxBulk: g.opt.MaxReplyBytes, maxElems: g.opt.MaxReplyElements, maxTotal: g.opt.MaxReplyTotal}
+	return newGuardConn(c, limits, func(err error) {
 		g.refused.Add(1)
 		g.log.Warn("state: closed a redis connection whose reply was beyond the limits", "addr", addr, "err", err)
 	}), nil

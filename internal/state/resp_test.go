@@ -16,7 +16,7 @@ const (
 )
 
 func newTestScanner() *respScanner {
-	return &respScanner{maxBulk: testMaxBulk, maxElems: testMaxElems}
+	return &respScanner{maxBulk: testMaxBulk, maxElems: testMaxElems, maxTotal: 4 * testMaxBulk}
 }
 
 // scanChunks scans data cut at the given offsets (out of range ones are
@@ -59,7 +59,10 @@ func TestRespScanner(t *testing.T) {
 		{"push", ">2\r\n+message\r\n+x\r\n", true},
 		{"several replies", "+OK\r\n:1\r\n$1\r\nz\r\n", true},
 		{"array at the limit", "*64\r\n" + strings.Repeat(":1\r\n", 64), true},
+		{"total at the limit", "*4\r\n" + strings.Repeat(fmt.Sprintf("$%d\r\n%s\r\n", testMaxBulk, big), 4), true},
+		{"replies each within the total", strings.Repeat("*2\r\n"+strings.Repeat(fmt.Sprintf("$%d\r\n%s\r\n", testMaxBulk, big), 2), 5), true},
 
+		{"total above the limit", "*5\r\n" + strings.Repeat(fmt.Sprintf("$%d\r\n%s\r\n", testMaxBulk, big), 5), false},
 		{"bulk of 2^63", "$9223372036854775807\r\n", false},
 		{"bulk above 2^63", "$99999999999999999999999\r\n", false},
 		{"bulk one above the limit", fmt.Sprintf("$%d\r\n", testMaxBulk+1), false},
@@ -135,7 +138,7 @@ func TestGuardConnRefusesBeforeReturning(t *testing.T) {
 	// fail too.
 	sc := &scriptConn{chunks: [][]byte{[]byte("+OK\r\n"), []byte(":1\r\n$9223372036854775807\r\n")}}
 	var refused []error
-	g := newGuardConn(sc, testMaxBulk, testMaxElems, func(err error) { refused = append(refused, err) })
+	g := newGuardConn(sc, *newTestScanner(), func(err error) { refused = append(refused, err) })
 	buf := make([]byte, 64)
 	n, err := g.Read(buf)
 	if err != nil || string(buf[:n]) != "+OK\r\n" {
@@ -236,7 +239,7 @@ func FuzzRespScanner(f *testing.F) {
 		for len(src) > 0 && len(reply) < 4*testMaxBulk {
 			reply = genValue(reply, &src, 3)
 		}
-		limits := &respScanner{maxBulk: 1 << 20, maxElems: 1 << 20}
+		limits := &respScanner{maxBulk: 1 << 20, maxElems: 1 << 20, maxTotal: 1 << 30}
 		if err := scanChunks(limits, reply, cuts...); err != nil {
 			t.Fatalf("valid reply %q refused (cuts %v): %v", reply, cuts, err)
 		}
