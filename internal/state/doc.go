@@ -135,7 +135,8 @@
 //     what one instance holds, to bound the damage rather than judge it.
 //   - A load hash without an expiry is not read (every replica sets one),
 //     and a member of T:replicas scored more than 3H ahead of Redis's clock
-//     is dropped (it would never expire).
+//     is dropped (it would never expire). At most MaxReplicas (default
+//     1024) members are read each heartbeat, the most recent first.
 //   - A dispatch batch stamped more than a second ahead of this replica's
 //     clock counts as recorded now, one stamped before 1970 as recorded at
 //     the epoch, so the propagation figures stay within what was measured.

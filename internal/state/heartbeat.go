@@ -62,8 +62,8 @@ func (s *RedisStore) heartbeatLoop(ctx context.Context, c *coord.Coordinator) {
 func (s *RedisStore) Beat(ctx context.Context, b coord.Beat) (coord.Seen, error) {
 	me := s.opt.Replica
 	ttl := max(b.TTL.Milliseconds(), 1)
-	args := make([]any, 0, 4+2*len(b.Load))
-	args = append(args, me, ttl, presenceField, strconv.FormatInt(b.Period.Milliseconds(), 10))
+	args := make([]any, 0, 5+2*len(b.Load))
+	args = append(args, me, ttl, s.opt.MaxReplicas, presenceField, strconv.FormatInt(b.Period.Milliseconds(), 10))
 	var enc []byte
 	for id, l := range b.Load {
 		enc = appendLoad(enc[:0], l)
@@ -99,8 +99,13 @@ func (s *RedisStore) beatMembers(c *redis.Cmd) ([]string, error) {
 	}
 	future, ok1 := pick[int64](v, 0)
 	list, ok2 := pick[[]any](v, 1)
-	if !ok1 || !ok2 {
+	total, ok3 := pick[int64](v, 2)
+	if !ok1 || !ok2 || !ok3 {
 		return nil, fmt.Errorf("state: beat: unexpected reply %T", v)
+	}
+	if total > int64(len(list)) {
+		s.st.clamped.Add(1)
+		s.health.log.Debug("state: more live replicas than MaxReplicas; reading the most recent", "replicas", total, "max", s.opt.MaxReplicas)
 	}
 	if future > 0 {
 		s.st.ignored.Add(uint64(future))

@@ -155,3 +155,48 @@ func encodeRaw(v ...uint64) string {
 	}
 	return string(b)
 }
+
+// TestReplicaFlood: thousands of fake members in T:replicas, kept alive:
+// each heartbeat reads at most MaxReplicas of them, the most recent
+// first, so the real replicas still see each other.
+func TestReplicaFlood(t *testing.T) {
+	addr, _, _ := startRedis(t)
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	k := newKeys(DefaultPrefix, "test")
+	beatCtx, stopBeats := context.WithCancel(ctx)
+	beats := make(chan struct{})
+	defer func() { stopBeats(); <-beats }()
+	go func() {
+		defer close(beats)
+		for beatCtx.Err() == nil {
+			if now, err := rdb.Time(beatCtx).Result(); err == nil {
+				zs := make([]redis.Z, 2000)
+				for i := range zs {
+					zs[i] = redis.Z{Score: float64(now.Add(-150 * time.Millisecond).UnixMilli()), Member: fmt.Sprintf("fake-%d", i)}
+				}
+				rdb.ZAdd(beatCtx, k.replicas, zs...)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	cmds := &commandCounter{}
+	mod := func(o *RedisOptions) { o.MaxReplicas = 4 }
+	a := newReplica(t, addr, "a", mod, cmds)
+	b := newReplica(t, addr, "b", mod)
+	b.route(t, testPrompt(1, 8))
+	eventually(t, 5*time.Second, func() string {
+		if a.coord.Stats().Replicas != 1 || a.store.Stats().Clamped == 0 {
+			return fmt.Sprintf("a sees %d replicas with a load hash, Clamped = %d; want 1 (b) and > 0", a.coord.Stats().Replicas, a.store.Stats().Clamped)
+		}
+		return ""
+	})
+	start := cmds.n.Load()
+	time.Sleep(time.Second)
+	// About 10 heartbeats of 3 + 2*4 commands, 10 XREADs, a few flushes;
+	// reading every member would be 2*2000 per heartbeat.
+	if n := cmds.n.Load() - start; n > 1000 {
+		t.Errorf("a sent %d commands in 1s, want under 1000", n)
+	}
+}

@@ -62,6 +62,9 @@ type RedisOptions struct {
 	// queued, pending). Larger values are clamped (default 1<<16 requests
 	// and 1<<24 tokens, beyond what one instance holds).
 	MaxLoadRequests, MaxLoadTokens int
+	// MaxReplicas bounds the other replicas whose load is read each
+	// heartbeat, the most recent first (default 1024).
+	MaxReplicas int
 }
 
 // Defaults.
@@ -78,6 +81,7 @@ const (
 	DefaultMaxSplits        = 4096
 	DefaultMaxLoadRequests  = 1 << 16
 	DefaultMaxLoadTokens    = 1 << 24
+	DefaultMaxReplicas      = 1024
 )
 
 func (o RedisOptions) withDefaults() RedisOptions {
@@ -123,6 +127,9 @@ func (o RedisOptions) withDefaults() RedisOptions {
 	if o.MaxLoadTokens == 0 {
 		o.MaxLoadTokens = DefaultMaxLoadTokens
 	}
+	if o.MaxReplicas == 0 {
+		o.MaxReplicas = DefaultMaxReplicas
+	}
 	return o
 }
 
@@ -149,6 +156,8 @@ func (o RedisOptions) validate() error {
 		return fmt.Errorf("%w: MaxReplyElements must be in [64, 1<<40], got %d", ErrInvalidOptions, o.MaxReplyElements)
 	case o.MaxSplits < 0 || o.MaxKeyDepthBytes < 1 || int64(o.MaxKeyDepthBytes) > o.MaxReplyBytes:
 		return fmt.Errorf("%w: MaxSplits must be >= 0 and MaxKeyDepthBytes in [1, MaxReplyBytes], got %d and %d", ErrInvalidOptions, o.MaxSplits, o.MaxKeyDepthBytes)
+	case o.MaxReplicas < 1:
+		return fmt.Errorf("%w: MaxReplicas must be >= 1, got %d", ErrInvalidOptions, o.MaxReplicas)
 	case o.MaxLoadRequests < 1 || o.MaxLoadTokens < 1:
 		return fmt.Errorf("%w: MaxLoadRequests and MaxLoadTokens must be >= 1, got %d and %d", ErrInvalidOptions, o.MaxLoadRequests, o.MaxLoadTokens)
 	case o.DB < 0:

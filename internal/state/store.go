@@ -85,7 +85,8 @@ type Stats struct {
 	// not decode (also in Errors), skipped. Oversized counts key-depth
 	// tables above MaxKeyDepthBytes, not read. Clamped counts load values
 	// with a field above MaxLoadRequests or MaxLoadTokens, and key-depth
-	// tables unsorted with duplicates or above MaxSplits, cut to size.
+	// tables unsorted with duplicates or above MaxSplits, cut to size, and
+	// heartbeats with more live replicas than MaxReplicas.
 	// Ignored counts replicas scored in the future (dropped from
 	// T:replicas) and load hashes without an expiry (not read). BadClock
 	// counts dispatch batches stamped in the future or before 1970, whose
