@@ -23,6 +23,9 @@ type metrics struct {
 	stateUp     *prometheus.GaugeVec     // pool
 	stateDelay  *prometheus.GaugeVec     // pool
 	rejections  *prometheus.CounterVec   // limit
+	// stateRejected mirrors the store's cumulative counters of what Redis
+	// returned and was not used as it was.
+	stateRejected *prometheus.GaugeVec // pool, reason
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -83,9 +86,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, l := range []string{limitStreams, limitBuffered, limitBody} {
 		m.rejections.WithLabelValues(l)
 	}
+	m.stateRejected = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dualmap_state_rejected", Help: "What the shared state (Redis) returned and this replica did not use as it was, since start, by reason: reply (connection closed at a reply beyond the size limits), malformed, oversized, clamped, ignored (untimed load hashes, heartbeats scored in the future), bad_clock (dispatch batches with absurd timestamps), panic (background rounds recovered).",
+	}, []string{"pool", "reason"})
 	if reg != nil {
 		reg.MustRegister(m.decisions, m.errors, m.queueWait, m.queueDepth, m.pending, m.healthy,
 			m.promptTok, m.cachedTok, m.tokenize, m.decide, m.firstByte, m.upstreamErr, m.hostIgnored, m.stateUp, m.stateDelay, m.rejections)
+		reg.MustRegister(m.stateRejected)
 	}
 	return m
 }

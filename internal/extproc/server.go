@@ -207,6 +207,12 @@ func (s *Server) updateGauges() {
 		}
 		s.m.stateUp.WithLabelValues(p.name).Set(up)
 		s.m.stateDelay.WithLabelValues(p.name).Set(st.PropagationP99.Seconds())
+		for reason, n := range map[string]uint64{
+			"reply": st.RefusedReplies, "malformed": st.Malformed, "oversized": st.Oversized,
+			"clamped": st.Clamped, "ignored": st.Ignored, "bad_clock": st.BadClock, "panic": st.Panics,
+		} {
+			s.m.stateRejected.WithLabelValues(p.name, reason).Set(float64(n))
+		}
 		s.m.queueDepth.WithLabelValues(p.name).Set(float64(p.sched.QueueLen()))
 		for _, st := range p.sched.Instances() {
 			s.m.pending.WithLabelValues(p.name, st.ID).Set(float64(st.QueuedTokens + st.PendingTokens))

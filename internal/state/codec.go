@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/dualmap/dualmap/internal/proto/statepb"
@@ -68,20 +67,28 @@ func appendLoad(dst []byte, l scheduler.Load) []byte {
 	return dst
 }
 
-// decodeLoad decodes appendLoad's encoding. Trailing bytes are ignored, so
-// later versions may append fields.
-func decodeLoad(s string) (scheduler.Load, error) {
-	b := []byte(s)
+// decodeLoad decodes appendLoad's encoding, clamping the request counts
+// (queued, running) to maxReqs and the token counts to maxTokens; clamped
+// says whether it did. Trailing bytes are ignored, so later versions may
+// append fields.
+func decodeLoad(s string, maxReqs, maxTokens int) (l scheduler.Load, clamped bool, err error) {
 	var v [4]int
 	for i := range v {
-		x, n := binary.Uvarint(b)
-		if n <= 0 || x > math.MaxInt32 {
-			return scheduler.Load{}, fmt.Errorf("%w: field %d of %q", errBadLoad, i, s)
+		x, n := binary.Uvarint([]byte(s))
+		if n <= 0 {
+			return scheduler.Load{}, false, fmt.Errorf("%w: field %d of %q", errBadLoad, i, s)
+		}
+		limit := maxTokens
+		if i == 0 || i == 3 {
+			limit = maxReqs
+		}
+		if x > uint64(limit) {
+			x, clamped = uint64(limit), true
 		}
 		v[i] = int(x)
-		b = b[n:]
+		s = s[n:]
 	}
-	return scheduler.Load{Queued: v[0], QueuedTokens: v[1], PendingTokens: v[2], Running: v[3]}, nil
+	return scheduler.Load{Queued: v[0], QueuedTokens: v[1], PendingTokens: v[2], Running: v[3]}, clamped, nil
 }
 
 // encodeKeyDepth encodes the leader's table.

@@ -13,19 +13,23 @@ import (
 
 func TestLoadEncoding(t *testing.T) {
 	tests := []struct {
-		name string
-		in   scheduler.Load
-		want scheduler.Load
+		name    string
+		in      scheduler.Load
+		want    scheduler.Load
+		clamped bool
 	}{
-		{"zero", scheduler.Load{}, scheduler.Load{}},
-		{"all fields", scheduler.Load{Queued: 1, QueuedTokens: 300, PendingTokens: 1 << 20, Running: 7}, scheduler.Load{Queued: 1, QueuedTokens: 300, PendingTokens: 1 << 20, Running: 7}},
-		{"negative encodes as zero", scheduler.Load{Queued: -1, Running: 2}, scheduler.Load{Running: 2}},
+		{"zero", scheduler.Load{}, scheduler.Load{}, false},
+		{"all fields", scheduler.Load{Queued: 1, QueuedTokens: 300, PendingTokens: 900, Running: 7}, scheduler.Load{Queued: 1, QueuedTokens: 300, PendingTokens: 900, Running: 7}, false},
+		{"negative encodes as zero", scheduler.Load{Queued: -1, Running: 2}, scheduler.Load{Running: 2}, false},
+		{"at the bounds", scheduler.Load{Queued: 100, QueuedTokens: 1000, PendingTokens: 1000, Running: 100}, scheduler.Load{Queued: 100, QueuedTokens: 1000, PendingTokens: 1000, Running: 100}, false},
+		{"requests clamped", scheduler.Load{Queued: 101, Running: 1 << 40}, scheduler.Load{Queued: 100, Running: 100}, true},
+		{"tokens clamped", scheduler.Load{QueuedTokens: 1001, PendingTokens: 1 << 62}, scheduler.Load{QueuedTokens: 1000, PendingTokens: 1000}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := decodeLoad(string(appendLoad(nil, tt.in)))
-			if err != nil || got != tt.want {
-				t.Errorf("decodeLoad(appendLoad(%+v)) = %+v, %v; want %+v, nil", tt.in, got, err, tt.want)
+			got, clamped, err := decodeLoad(string(appendLoad(nil, tt.in)), 100, 1000)
+			if err != nil || got != tt.want || clamped != tt.clamped {
+				t.Errorf("decodeLoad(appendLoad(%+v)) = %+v, %v, %v; want %+v, %v, nil", tt.in, got, clamped, err, tt.want, tt.clamped)
 			}
 		})
 	}
@@ -33,11 +37,11 @@ func TestLoadEncoding(t *testing.T) {
 		t.Errorf("len(appendLoad(small)) = %d bytes, want 4", got)
 	}
 	// Later versions may append fields.
-	if got, err := decodeLoad(string(append(appendLoad(nil, scheduler.Load{Running: 5}), 9, 9))); err != nil || got.Running != 5 {
+	if got, _, err := decodeLoad(string(append(appendLoad(nil, scheduler.Load{Running: 5}), 9, 9)), 100, 1000); err != nil || got.Running != 5 {
 		t.Errorf("decodeLoad(with trailing fields) = %+v, %v; want Running 5", got, err)
 	}
 	for _, bad := range []string{"", "\x01\x02", "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"} {
-		if _, err := decodeLoad(bad); !errors.Is(err, errBadLoad) {
+		if _, _, err := decodeLoad(bad, 100, 1000); !errors.Is(err, errBadLoad) {
 			t.Errorf("decodeLoad(%q) error = %v, want errBadLoad", bad, err)
 		}
 	}

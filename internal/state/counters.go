@@ -7,6 +7,9 @@ import "sync/atomic"
 type counters struct {
 	published, batches, coalesced, dropped atomic.Uint64
 	errors                                 atomic.Uint64
+	panics                                 atomic.Uint64
+	// what was read from Redis and not used as it was
+	malformed, oversized, clamped, ignored, badClock atomic.Uint64
 }
 
 // fill copies the counters into st.
@@ -16,4 +19,10 @@ func (c *counters) fill(st *Stats) {
 	st.Coalesced = c.coalesced.Load()
 	st.Dropped = c.dropped.Load()
 	st.Errors = c.errors.Load()
+	st.Panics = c.panics.Load()
+	st.Malformed = c.malformed.Load()
+	st.Oversized = c.oversized.Load()
+	st.Clamped = c.clamped.Load()
+	st.Ignored = c.ignored.Load()
+	st.BadClock = c.badClock.Load()
 }

@@ -53,9 +53,10 @@
 // replica's load hash (LocalLoad; each value four uvarints: queued, queued
 // tokens, pending tokens, running; plus a presence field "@"), sets PEXPIRE
 // 3H, ZADDs the replica to T:replicas with Redis's own clock, drops members
-// older than 3H and returns the rest; the key-depth lease script; and GET
-// T:kd. Collect: HGETALL of the other replicas' hashes (and the leader's
-// key-depth update, if any). The Coordinator sums the others' loads per
+// older than 3H (and scored more than 3H ahead) and returns the rest; the
+// key-depth lease script; and a GET of T:kd that returns only its length
+// when it is above MaxKeyDepthBytes. Collect: HGETALL and PTTL of the other
+// replicas' hashes (and the leader's key-depth update, if any). The Coordinator sums the others' loads per
 // instance into SetRemoteLoad; instances nobody reports get a zero Load. A
 // replica whose heartbeats stop (crash, SIGKILL, partition) vanishes within
 // 3H: its hash expires and it is dropped from the zset. A replica that stops
@@ -95,8 +96,58 @@
 // stream: replicas keep their own KV indexes, but a replica started after
 // that begins cold. Records for instances this replica does not know
 // (pools changing) are skipped and counted (coord.Stats.Unknown). Redis
-// errors other than connection failures (wrong type, ACL, OOM) are counted
-// and logged at Debug but do not mark Redis down.
+// errors other than connection failures (OOM, a wrong type or an ACL
+// refusal now and then) are counted and logged at Debug but do not mark
+// Redis down; refusals that persist do (see Limits). So do three
+// connection failures in a row of one loop while the others succeed (a
+// reply the guard refuses every time); that outage ends when that loop
+// succeeds again.
+//
+// # Limits
+//
+// Everything Redis returns is untrusted: anyone who can write to the
+// server (or a corrupted one) must not be able to take the replicas down.
+// go-redis v9 allocates whatever length a reply header announces and has
+// no option to bound it, so the client's Dialer puts a guard under it that
+// parses the RESP stream as it is read: a bulk string above MaxReplyBytes
+// (16 MiB), bulk strings adding up to more than MaxReplyTotal (128 MiB) in
+// one reply, an aggregate announcing more than MaxReplyElements (1<<20)
+// values outstanding, or bytes that are not RESP close the connection
+// before go-redis sees that read. It counts in Stats.RefusedReplies, logs a
+// Warn, and is an outage like any connection failure. Every background
+// round (heartbeat, read, publish, and the clean-up when Run ends) recovers
+// from a panic: it is logged at Error with its stack, counted in
+// Stats.Panics, and the loop goes on with its backoff.
+//
+// What the replies hold is validated before the Coordinator sees it, and
+// what is skipped or cut is counted (Stats.Malformed, Oversized, Clamped,
+// Ignored, BadClock):
+//
+//   - T:kd above MaxKeyDepthBytes (default 16 bytes per split plus 4 KiB)
+//     is not read; a table that decodes has its splits sorted,
+//     deduplicated and cut to MaxSplits (default 4096, the scheduler's
+//     default: set both alike), and a version in [0, 2^62].
+//   - Each field of a load value is clamped: queued and running requests
+//     to MaxLoadRequests (default 65536), queued and pending tokens to
+//     MaxLoadTokens (default 2^24); a value that does not decode is
+//     skipped. The bounds are per replica and instance, in this package:
+//     it does not know each instance's KV capacity, so they are set above
+//     what one instance holds, to bound the damage rather than judge it.
+//   - A load hash without an expiry is not read (every replica sets one),
+//     and a member of T:replicas scored more than 3H ahead of Redis's clock
+//     is dropped (it would never expire). At most MaxReplicas (default
+//     1024) members are read each heartbeat, the most recent first.
+//   - A dispatch batch stamped more than a second ahead of this replica's
+//     clock counts as recorded now, one stamped before 1970 as recorded at
+//     the epoch, so the propagation figures stay within what was measured.
+//   - WRONGTYPE, NOPERM, NOAUTH or WRONGPASS answered three times in a row
+//     to one operation is an outage (Stats.Up false) until that operation
+//     succeeds: a tampered or misconfigured Redis that will not fix itself.
+//
+// This bounds what a writer to Redis can do to the replicas' memory, CPU
+// and routing; it does not authenticate replicas: one that writes the
+// protocol faithfully (a load hash with an expiry, heartbeats on time) is
+// believed within the bounds. Protect Redis with ACLs and TLS.
 //
 // go-redis logs every failed dial through its own process-wide logger; see
 // RedisLogger to route those lines to slog at Debug.

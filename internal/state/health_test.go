@@ -50,19 +50,19 @@ func TestHealthLogsOncePerOutage(t *testing.T) {
 	var st counters
 	h := health{log: slog.New(slog.NewTextHandler(&buf, nil)), st: &st}
 	down := errors.New("connection refused")
-	h.ok()
+	h.ok("read")
 	for range 5 {
 		h.failed("read", time.Now(), down)
 	}
 	began := time.Now()
-	h.ok()
+	h.ok("read")
 	h.failed("read", began, down) // begun before the recovery: no new outage
-	h.ok()
+	h.ok("read")
 	h.failed("read", time.Now(), redisErr("WRONGTYPE Operation against a key holding the wrong kind of value"))
 	for range 3 {
 		h.failed("publish", time.Now(), down)
 	}
-	h.ok()
+	h.ok("read")
 	log := buf.String()
 	if w, i := strings.Count(log, "level=WARN"), strings.Count(log, "level=INFO"); w != 2 || i != 2 {
 		t.Errorf("log has %d Warn and %d Info lines, want 2 and 2:\n%s", w, i, log)
@@ -89,5 +89,71 @@ func TestBackoff(t *testing.T) {
 	b.reset()
 	if d := b.fail(); d != backoffMin {
 		t.Errorf("fail() after reset() = %v, want %v", d, backoffMin)
+	}
+}
+
+// TestHealthRefusals: Redis refusing one operation three times in a row
+// (a key of the wrong type, missing permissions) is an outage, which only
+// that operation's success ends; other answered errors are not.
+func TestHealthRefusals(t *testing.T) {
+	var st counters
+	h := health{log: slog.New(slog.DiscardHandler), st: &st}
+	up := func() bool {
+		var s Stats
+		h.fill(&s)
+		return s.Up
+	}
+	h.ok("heartbeat")
+	for range 5 {
+		h.failed("heartbeat", time.Now(), redisErr("OOM command not allowed"))
+	}
+	h.failed("heartbeat", time.Now(), redisErr("WRONGTYPE Operation against a key holding the wrong kind of value"))
+	h.failed("heartbeat", time.Now(), redisErr("NOPERM this user has no permissions"))
+	h.ok("read")
+	if !up() {
+		t.Fatalf("Up = false after 2 refusals, want true")
+	}
+	h.failed("heartbeat", time.Now(), redisErr("NOAUTH Authentication required."))
+	if up() {
+		t.Fatalf("Up = true after 3 refusals in a row, want false")
+	}
+	h.ok("read")
+	if up() {
+		t.Errorf("Up = true after another operation succeeded, want false until the heartbeat does")
+	}
+	h.ok("heartbeat")
+	var s Stats
+	h.fill(&s)
+	if !s.Up || s.Outages != 1 {
+		t.Errorf("after the heartbeat succeeded: Up=%v Outages=%d, want true, 1", s.Up, s.Outages)
+	}
+}
+
+// TestHealthOneOperationFailing: connection failures of one operation
+// while the others succeed (a reply refused every time) are an outage
+// after three in a row, which only that operation's success ends.
+func TestHealthOneOperationFailing(t *testing.T) {
+	var st counters
+	h := health{log: slog.New(slog.DiscardHandler), st: &st}
+	refused := errors.New("state: redis reply refused")
+	var s Stats
+	for i := range 3 {
+		began := time.Now()
+		h.ok("read")
+		h.fill(&s)
+		if !s.Up {
+			t.Fatalf("Up = false after %d heartbeat failures, want true below 3", i)
+		}
+		h.failed("heartbeat", began, refused)
+	}
+	h.ok("read")
+	h.fill(&s)
+	if s.Up || s.Outages != 1 {
+		t.Fatalf("after 3 heartbeat failures: Up=%v Outages=%d, want false, 1", s.Up, s.Outages)
+	}
+	h.ok("heartbeat")
+	h.fill(&s)
+	if !s.Up {
+		t.Errorf("Up = false after the heartbeat succeeded, want true")
 	}
 }

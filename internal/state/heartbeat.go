@@ -3,6 +3,8 @@ package state
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -29,11 +31,11 @@ func (s *RedisStore) heartbeatLoop(ctx context.Context, c *coord.Coordinator) {
 	for {
 		if began := time.Now(); !began.Before(retryAt) {
 			rctx, cancel := context.WithTimeout(ctx, opTimeout)
-			err := c.Sync(rctx)
+			err := s.safely("heartbeat", func() error { return c.Sync(rctx) })
 			cancel()
 			switch {
 			case err == nil:
-				s.health.ok()
+				s.health.ok("heartbeat")
 				bo.reset()
 			case ctx.Err() != nil:
 				return
@@ -42,7 +44,9 @@ func (s *RedisStore) heartbeatLoop(ctx context.Context, c *coord.Coordinator) {
 				retryAt = began.Add(bo.fail())
 			}
 		}
-		c.Expire()
+		if err := s.safely("expire", func() error { c.Expire(); return nil }); err != nil {
+			retryAt = time.Now().Add(bo.fail())
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -58,8 +62,8 @@ func (s *RedisStore) heartbeatLoop(ctx context.Context, c *coord.Coordinator) {
 func (s *RedisStore) Beat(ctx context.Context, b coord.Beat) (coord.Seen, error) {
 	me := s.opt.Replica
 	ttl := max(b.TTL.Milliseconds(), 1)
-	args := make([]any, 0, 4+2*len(b.Load))
-	args = append(args, me, ttl, presenceField, strconv.FormatInt(b.Period.Milliseconds(), 10))
+	args := make([]any, 0, 5+2*len(b.Load))
+	args = append(args, me, ttl, s.opt.MaxReplicas, presenceField, strconv.FormatInt(b.Period.Milliseconds(), 10))
 	var enc []byte
 	for id, l := range b.Load {
 		enc = appendLoad(enc[:0], l)
@@ -69,11 +73,11 @@ func (s *RedisStore) Beat(ctx context.Context, b coord.Beat) (coord.Seen, error)
 	pipe := s.rdb.Pipeline()
 	members := pipe.Eval(ctx, beatScript, []string{s.keys.load(me), s.keys.replicas}, args...)
 	lease := pipe.Eval(ctx, leaseScript, []string{s.keys.leader}, me, ttl)
-	kdGet := pipe.Get(ctx, s.keys.keyDepth)
+	kdGet := pipe.Eval(ctx, boundedGetScript, []string{s.keys.keyDepth}, s.opt.MaxKeyDepthBytes)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return coord.Seen{}, err
 	}
-	names, err := members.StringSlice()
+	names, err := s.beatMembers(members)
 	if err != nil {
 		return coord.Seen{}, err
 	}
@@ -82,16 +86,90 @@ func (s *RedisStore) Beat(ctx context.Context, b coord.Beat) (coord.Seen, error)
 		return coord.Seen{}, err
 	}
 	seen := coord.Seen{Members: names, Leader: held == 1}
-	if raw, err := kdGet.Result(); err == nil {
-		kd, err := decodeKeyDepth(raw)
-		if err != nil {
-			s.st.errors.Add(1) // the leader overwrites it
-		} else {
-			seen.Table = &coord.Table{Splits: kd.Splits, Version: kd.Version, Leader: kd.Leader}
-		}
-	}
+	seen.Table = s.keyDepth(kdGet)
 	return seen, nil
 }
+
+// beatMembers reads beatScript's reply: the live members, after counting
+// the members scored in the future that it dropped.
+func (s *RedisStore) beatMembers(c *redis.Cmd) ([]string, error) {
+	v, err := c.Slice()
+	if err != nil {
+		return nil, err
+	}
+	future, ok1 := pick[int64](v, 0)
+	list, ok2 := pick[[]any](v, 1)
+	total, ok3 := pick[int64](v, 2)
+	if !ok1 || !ok2 || !ok3 {
+		return nil, fmt.Errorf("state: beat: unexpected reply %T", v)
+	}
+	if total > int64(len(list)) {
+		s.st.clamped.Add(1)
+		s.health.log.Debug("state: more live replicas than MaxReplicas; reading the most recent", "replicas", total, "max", s.opt.MaxReplicas)
+	}
+	if future > 0 {
+		s.st.ignored.Add(uint64(future))
+		s.health.log.Debug("state: dropped replicas whose heartbeat is scored in the future", "n", future)
+	}
+	names := make([]string, 0, len(list))
+	for _, m := range list {
+		if name, ok := m.(string); ok {
+			names = append(names, name)
+		}
+	}
+	return names, nil
+}
+
+// pick returns v[i] as a T.
+func pick[T any](v []any, i int) (T, bool) {
+	var zero T
+	if i >= len(v) {
+		return zero, false
+	}
+	x, ok := v[i].(T)
+	return x, ok
+}
+
+// keyDepth reads boundedGetScript's reply for T:kd: nil when there is no
+// table, it is too large (Stats.Oversized) or it does not decode
+// (Stats.Malformed; the leader overwrites it). The splits are sorted,
+// deduplicated and cut to MaxSplits (Stats.Clamped).
+func (s *RedisStore) keyDepth(c *redis.Cmd) *coord.Table {
+	v, err := c.Result()
+	if err != nil { // redis.Nil: no table yet; other errors failed Exec
+		return nil
+	}
+	raw, ok := v.(string)
+	if !ok {
+		s.st.oversized.Add(1)
+		s.health.log.Debug("state: key-depth table above MaxKeyDepthBytes not read", "bytes", v, "max", s.opt.MaxKeyDepthBytes)
+		return nil
+	}
+	kd, err := decodeKeyDepth(raw)
+	if err != nil || kd.Version < 0 || kd.Version > maxTableVersion {
+		s.st.errors.Add(1)
+		s.st.malformed.Add(1)
+		return nil
+	}
+	splits := kd.Splits
+	if !slices.IsSorted(splits) {
+		slices.Sort(splits)
+	}
+	if n := len(splits); n > 0 {
+		splits = slices.Compact(splits)
+		if len(splits) > s.opt.MaxSplits {
+			splits = splits[:s.opt.MaxSplits]
+		}
+		if len(splits) != n {
+			s.st.clamped.Add(1)
+		}
+	}
+	return &coord.Table{Splits: splits, Version: kd.Version, Leader: kd.Leader}
+}
+
+// maxTableVersion bounds a key-depth table's version, so that the next
+// leader's version + 1 cannot overflow.
+const maxTableVersion = 1 << 62
 
 // Collect implements coord.Transport with one pipeline: HGETALL of each
 // replica's load hash, and SET T:kd when t is not nil. A hash that expired
@@ -107,8 +185,10 @@ func (s *RedisStore) Collect(ctx context.Context, replicas []string, t *coord.Ta
 	}
 	pipe := s.rdb.Pipeline()
 	loads := make([]*redis.MapStringStringCmd, len(replicas))
+	ttls := make([]*redis.DurationCmd, len(replicas))
 	for i, r := range replicas {
 		loads[i] = pipe.HGetAll(ctx, s.keys.load(r))
+		ttls[i] = pipe.PTTL(ctx, s.keys.load(r))
 	}
 	if update != nil {
 		pipe.Set(ctx, s.keys.keyDepth, update, 0)
@@ -124,15 +204,23 @@ func (s *RedisStore) Collect(ctx context.Context, replicas []string, t *coord.Ta
 		if len(m) == 0 { // expired between the two round trips
 			continue
 		}
+		if ttls[i].Val() < 0 { // -1: no expiry; every replica sets one
+			s.st.ignored.Add(1)
+			continue
+		}
 		p := coord.Peer{Replica: replicas[i], Load: make(map[string]scheduler.Load, len(m))}
 		for id, v := range m {
 			if id == presenceField {
 				continue
 			}
-			l, err := decodeLoad(v)
+			l, clamped, err := decodeLoad(v, s.opt.MaxLoadRequests, s.opt.MaxLoadTokens)
 			if err != nil {
 				s.st.errors.Add(1)
+				s.st.malformed.Add(1)
 				continue
+			}
+			if clamped {
+				s.st.clamped.Add(1)
 			}
 			p.Load[id] = l
 		}

@@ -44,6 +44,31 @@ type RedisOptions struct {
 	Buffer int
 	// Logger receives outage and recovery messages (default slog.Default()).
 	Logger *slog.Logger
+
+	// Everything Redis returns is untrusted (see the package doc, Limits).
+	// MaxReplyBytes bounds one bulk string (and one simple line) of a reply
+	// (default 16 MiB); MaxReplyElements bounds the values the aggregates
+	// of a reply announce and have not yet delivered (default 1<<20). A
+	// reply beyond either closes the connection before anything is
+	// allocated for it.
+	MaxReplyBytes, MaxReplyElements int64
+	// MaxReplyTotal bounds the sum of the bulk strings of one reply
+	// (default 128 MiB: an XREAD of 256 of the largest stream entries this
+	// package writes, 512 KiB each).
+	MaxReplyTotal int64
+	// MaxSplits bounds the key-depth table imported from T:kd (default
+	// 4096, the scheduler's default MaxSplits: use the same value);
+	// MaxKeyDepthBytes bounds its encoded size (default 16 bytes per
+	// split plus 4 KiB). A larger value is not read.
+	MaxSplits, MaxKeyDepthBytes int
+	// MaxLoadRequests and MaxLoadTokens bound each field of another
+	// replica's load on one instance (requests: queued, running; tokens:
+	// queued, pending). Larger values are clamped (default 1<<16 requests
+	// and 1<<24 tokens, beyond what one instance holds).
+	MaxLoadRequests, MaxLoadTokens int
+	// MaxReplicas bounds the other replicas whose load is read each
+	// heartbeat, the most recent first (default 1024).
+	MaxReplicas int
 }
 
 // Defaults.
@@ -53,6 +78,14 @@ const (
 	DefaultFlush        = 10 * time.Millisecond
 	DefaultStreamMaxLen = 200_000
 	DefaultBuffer       = 1 << 20
+
+	DefaultMaxReplyBytes    = 16 << 20
+	DefaultMaxReplyElements = 1 << 20
+	DefaultMaxReplyTotal    = 128 << 20
+	DefaultMaxSplits        = 4096
+	DefaultMaxLoadRequests  = 1 << 16
+	DefaultMaxLoadTokens    = 1 << 24
+	DefaultMaxReplicas      = 1024
 )
 
 func (o RedisOptions) withDefaults() RedisOptions {
@@ -77,6 +110,30 @@ func (o RedisOptions) withDefaults() RedisOptions {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.MaxReplyBytes == 0 {
+		o.MaxReplyBytes = DefaultMaxReplyBytes
+	}
+	if o.MaxReplyElements == 0 {
+		o.MaxReplyElements = DefaultMaxReplyElements
+	}
+	if o.MaxReplyTotal == 0 {
+		o.MaxReplyTotal = max(DefaultMaxReplyTotal, o.MaxReplyBytes)
+	}
+	if o.MaxSplits == 0 {
+		o.MaxSplits = DefaultMaxSplits
+	}
+	if o.MaxKeyDepthBytes == 0 {
+		o.MaxKeyDepthBytes = 16*o.MaxSplits + 4096
+	}
+	if o.MaxLoadRequests == 0 {
+		o.MaxLoadRequests = DefaultMaxLoadRequests
+	}
+	if o.MaxLoadTokens == 0 {
+		o.MaxLoadTokens = DefaultMaxLoadTokens
+	}
+	if o.MaxReplicas == 0 {
+		o.MaxReplicas = DefaultMaxReplicas
+	}
 	return o
 }
 
@@ -95,6 +152,18 @@ func (o RedisOptions) validate() error {
 		return fmt.Errorf("%w: StreamMaxLen must be >= 1, got %d", ErrInvalidOptions, o.StreamMaxLen)
 	case o.Buffer < 1:
 		return fmt.Errorf("%w: Buffer must be >= 1, got %d", ErrInvalidOptions, o.Buffer)
+	case o.MaxReplyBytes < 64 || o.MaxReplyBytes > 1<<40:
+		return fmt.Errorf("%w: MaxReplyBytes must be in [64, 1<<40], got %d", ErrInvalidOptions, o.MaxReplyBytes)
+	case o.MaxReplyTotal < o.MaxReplyBytes || o.MaxReplyTotal > 1<<50:
+		return fmt.Errorf("%w: MaxReplyTotal must be in [MaxReplyBytes, 1<<50], got %d", ErrInvalidOptions, o.MaxReplyTotal)
+	case o.MaxReplyElements < 64 || o.MaxReplyElements > 1<<40:
+		return fmt.Errorf("%w: MaxReplyElements must be in [64, 1<<40], got %d", ErrInvalidOptions, o.MaxReplyElements)
+	case o.MaxSplits < 0 || o.MaxKeyDepthBytes < 1 || int64(o.MaxKeyDepthBytes) > o.MaxReplyBytes:
+		return fmt.Errorf("%w: MaxSplits must be >= 0 and MaxKeyDepthBytes in [1, MaxReplyBytes], got %d and %d", ErrInvalidOptions, o.MaxSplits, o.MaxKeyDepthBytes)
+	case o.MaxReplicas < 1:
+		return fmt.Errorf("%w: MaxReplicas must be >= 1, got %d", ErrInvalidOptions, o.MaxReplicas)
+	case o.MaxLoadRequests < 1 || o.MaxLoadTokens < 1:
+		return fmt.Errorf("%w: MaxLoadRequests and MaxLoadTokens must be >= 1, got %d and %d", ErrInvalidOptions, o.MaxLoadRequests, o.MaxLoadTokens)
 	case o.DB < 0:
 		return fmt.Errorf("%w: DB must be >= 0, got %d", ErrInvalidOptions, o.DB)
 	}

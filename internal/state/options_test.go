@@ -25,6 +25,15 @@ func TestNewRedisOptions(t *testing.T) {
 		{"negative buffer", RedisOptions{Addrs: []string{"a:1"}, Buffer: -1}, false},
 		{"negative db", RedisOptions{Addrs: []string{"a:1"}, DB: -1}, false},
 		{"non-UTF-8 replica", RedisOptions{Addrs: []string{"a:1"}, Replica: "\xff"}, false},
+		{"limits", RedisOptions{Addrs: []string{"a:1"}, MaxReplyBytes: 1 << 10, MaxReplyElements: 64, MaxReplyTotal: 1 << 12, MaxSplits: 10, MaxKeyDepthBytes: 1 << 10, MaxLoadRequests: 1, MaxLoadTokens: 1, MaxReplicas: 1}, true},
+		{"tiny reply bound", RedisOptions{Addrs: []string{"a:1"}, MaxReplyBytes: 63}, false},
+		{"huge reply bound", RedisOptions{Addrs: []string{"a:1"}, MaxReplyBytes: 1<<40 + 1}, false},
+		{"negative reply elements", RedisOptions{Addrs: []string{"a:1"}, MaxReplyElements: -1}, false},
+		{"reply total below one bulk", RedisOptions{Addrs: []string{"a:1"}, MaxReplyBytes: 1 << 20, MaxReplyTotal: 1 << 19}, false},
+		{"key depth above a reply", RedisOptions{Addrs: []string{"a:1"}, MaxReplyBytes: 1 << 10, MaxKeyDepthBytes: 1 << 11}, false},
+		{"negative splits", RedisOptions{Addrs: []string{"a:1"}, MaxSplits: -1}, false},
+		{"negative load bound", RedisOptions{Addrs: []string{"a:1"}, MaxLoadTokens: -1}, false},
+		{"negative replicas", RedisOptions{Addrs: []string{"a:1"}, MaxReplicas: -1}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -45,7 +54,10 @@ func TestNewRedisOptions(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	o := RedisOptions{Addrs: []string{"a:1"}}.withDefaults()
 	if o.Prefix != "dualmap" || o.Pool != "default" || o.Flush != 10*time.Millisecond ||
-		o.StreamMaxLen != 200_000 || o.Buffer != 1<<20 || o.Logger == nil {
+		o.StreamMaxLen != 200_000 || o.Buffer != 1<<20 || o.Logger == nil ||
+		o.MaxReplyBytes != 16<<20 || o.MaxReplyElements != 1<<20 || o.MaxReplyTotal != 128<<20 ||
+		o.MaxSplits != 4096 || o.MaxKeyDepthBytes != 16*4096+4096 || o.MaxLoadRequests != 1<<16 ||
+		o.MaxLoadTokens != 1<<24 || o.MaxReplicas != 1024 {
 		t.Errorf("withDefaults() = %+v", o)
 	}
 	if strings.Count(o.Replica, "-") < 2 {

@@ -31,10 +31,14 @@ func (s *RedisStore) publishLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		began := time.Now()
-		sent, err := s.flush(ctx)
+		var sent bool
+		err := s.safely("publish", func() (err error) {
+			sent, err = s.flush(ctx)
+			return err
+		})
 		if err == nil {
 			if sent {
-				s.health.ok()
+				s.health.ok("publish")
 			}
 			bo.reset()
 			continue

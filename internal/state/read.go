@@ -31,9 +31,9 @@ func (s *RedisStore) readLoop(ctx context.Context, c *coord.Coordinator) {
 	var bo backoff
 	for ctx.Err() == nil {
 		began := time.Now()
-		err := c.Receive(ctx)
+		err := s.safely("read", func() error { return c.Receive(ctx) })
 		if err == nil {
-			s.health.ok()
+			s.health.ok("read")
 			bo.reset()
 			continue
 		}
@@ -92,20 +92,44 @@ func (s *RedisStore) decode(v map[string]any) (coord.Batch, bool) {
 	d, ok := v["d"].(string)
 	if !ok {
 		s.st.errors.Add(1)
+		s.st.malformed.Add(1)
 		return coord.Batch{}, false
 	}
 	msg := &s.rd.msg
 	if err := decodeBatch(d, msg); err != nil {
 		s.st.errors.Add(1)
+		s.st.malformed.Add(1)
 		s.health.log.Debug("state: skipping malformed stream entry", "err", err)
 		return coord.Batch{}, false
 	}
-	b := coord.Batch{Replica: replica, At: time.Unix(0, msg.UnixNanos), Records: make([]coord.Record, len(msg.Dispatches))}
+	now := time.Now()
+	b := coord.Batch{Replica: replica, At: batchTime(msg.UnixNanos, now, &s.st), Records: make([]coord.Record, len(msg.Dispatches))}
 	for i, dp := range msg.Dispatches {
 		b.Records[i] = coord.Record{Instance: dp.Instance, Blocks: dp.Blocks} // Unmarshal allocates afresh
 	}
 	if !b.At.Before(s.rd.startAt) {
-		s.lat.add(time.Since(b.At))
+		s.lat.add(max(now.Sub(b.At), 0))
 	}
 	return b, true
+}
+
+// clockSkew is how far in the future a batch may be stamped (another
+// host's clock) before its time is not believed.
+const clockSkew = time.Second
+
+// batchTime is when a batch stamped unixNanos was recorded, as far as this
+// replica believes it: a stamp before 1970 is the epoch (history, not
+// fresh load), one more than clockSkew ahead of now is now; both count in
+// BadClock.
+func batchTime(unixNanos int64, now time.Time, st *counters) time.Time {
+	at := time.Unix(0, unixNanos)
+	switch {
+	case unixNanos < 0:
+		st.badClock.Add(1)
+		return time.Unix(0, 0)
+	case at.After(now.Add(clockSkew)):
+		st.badClock.Add(1)
+		return now
+	}
+	return at
 }

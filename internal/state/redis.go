@@ -26,6 +26,8 @@ type RedisStore struct {
 	keys keys
 	rdb  redis.UniversalClient
 
+	guard *replyGuard // in rdb's Dialer
+
 	st     counters
 	health health
 	lat    latency
@@ -48,6 +50,7 @@ func NewRedis(opt RedisOptions) (*RedisStore, error) {
 	if err := opt.validate(); err != nil {
 		return nil, err
 	}
+	guard := &replyGuard{opt: opt, log: opt.Logger.With("pool", opt.Pool, "replica", opt.Replica)}
 	s := &RedisStore{
 		opt:  opt,
 		keys: newKeys(opt.Prefix, opt.Pool),
@@ -73,8 +76,10 @@ func NewRedis(opt RedisOptions) (*RedisStore, error) {
 			ContextTimeoutEnabled: true,
 			SentinelUsername:      opt.SentinelUsername,
 			SentinelPassword:      opt.SentinelPassword,
+			Dialer:                guard.dial, // replies are checked as they are read
 		}),
 	}
+	s.guard = guard
 	s.health = health{log: opt.Logger.With("pool", opt.Pool, "replica", opt.Replica), st: &s.st}
 	s.buf = newBuffer(opt.Buffer, &s.st)
 	return s, nil
@@ -95,6 +100,7 @@ func (s *RedisStore) Stats() Stats {
 	s.health.fill(&st)
 	s.lat.fill(&st)
 	st.Buffered = s.buf.len() + int(s.pub.waiting.Load())
+	st.RefusedReplies = s.guard.refused.Load()
 	return st
 }
 
@@ -120,10 +126,10 @@ func (s *RedisStore) Run(ctx context.Context, c *coord.Coordinator) error {
 	if !s.skipLeave {
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
 		defer cancel()
-		if _, err := s.flush(lctx); err != nil {
+		if err := s.safely("final flush", func() error { _, err := s.flush(lctx); return err }); err != nil {
 			s.health.log.Debug("state: final flush failed", "err", err)
 		}
-		if err := c.Leave(lctx); err != nil {
+		if err := s.safely("leave", func() error { return c.Leave(lctx) }); err != nil {
 			s.health.log.Debug("state: leave failed", "err", err)
 		}
 	}

@@ -8,25 +8,30 @@ package state
 //
 //	KEYS[1] T:load:<replica>   KEYS[2] T:replicas
 //	ARGV[1] replica id         ARGV[2] expiry in ms (3 heartbeats)
-//	ARGV[3..] field, value pairs of the load hash
+//	ARGV[3] most members returned
+//	ARGV[4..] field, value pairs of the load hash
 //
 // It replaces the hash (so instances that left disappear), sets its expiry,
 // scores the replica in the zset with Redis's clock (so replica clocks do
-// not matter), drops members not seen within the expiry, and returns the
-// remaining members.
+// not matter), drops members not seen within the expiry and members scored
+// more than the expiry ahead of now (no replica wrote those: they would
+// never expire), and returns {number of future members dropped, {the
+// remaining members, most recent first, at most ARGV[3]}, number of
+// remaining members}.
 const beatScript = `
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
 redis.call('DEL', KEYS[1])
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
 end
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('ZADD', KEYS[2], now, ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. (now - ttl))
-return redis.call('ZRANGE', KEYS[2], 0, -1)
+local future = redis.call('ZREMRANGEBYSCORE', KEYS[2], '(' .. (now + ttl), '+inf')
+return {future, redis.call('ZREVRANGE', KEYS[2], 0, tonumber(ARGV[3]) - 1), redis.call('ZCARD', KEYS[2])}
 `
 
 // leaseScript takes a lease or renews it for its holder: SET NX PX, or
@@ -55,4 +60,15 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0
+`
+
+// boundedGetScript is GET that does not return values above a size: the
+// value, nil when the key does not exist, or the value's length (an
+// integer) when it is above ARGV[1] bytes.
+//
+//	KEYS[1] the key   ARGV[1] largest value returned, in bytes
+const boundedGetScript = `
+local n = redis.call('STRLEN', KEYS[1])
+if n > tonumber(ARGV[1]) then return n end
+return redis.call('GET', KEYS[1])
 `

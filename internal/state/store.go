@@ -76,6 +76,28 @@ type Stats struct {
 	// and values.
 	Errors uint64
 
+	// RefusedReplies counts Redis connections closed because a reply
+	// announced more than MaxReplyBytes or MaxReplyElements, or was not
+	// RESP (each also counts in Errors and starts an outage).
+	RefusedReplies uint64
+	// What was read from Redis and not used as it was (see the package
+	// doc, Limits). Malformed counts values and stream entries that did
+	// not decode (also in Errors), skipped. Oversized counts key-depth
+	// tables above MaxKeyDepthBytes, not read. Clamped counts load values
+	// with a field above MaxLoadRequests or MaxLoadTokens, and key-depth
+	// tables unsorted with duplicates or above MaxSplits, cut to size, and
+	// heartbeats with more live replicas than MaxReplicas.
+	// Ignored counts replicas scored in the future (dropped from
+	// T:replicas) and load hashes without an expiry (not read). BadClock
+	// counts dispatch batches stamped in the future or before 1970, whose
+	// age was clamped.
+	Malformed, Oversized, Clamped, Ignored, BadClock uint64
+
+	// Panics counts background rounds (heartbeat, read, publish) that
+	// panicked: each is logged at Error with its stack, and the loop goes
+	// on with backoff.
+	Panics uint64
+
 	// PropagationLast is the delay of the last batch received: from when
 	// its oldest record was recorded on the other replica to when it was
 	// read here (and handed to the Coordinator to apply). PropagationP50
