@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-		"strconv"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
