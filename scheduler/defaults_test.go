@@ -51,13 +51,14 @@ func TestDualMapSwitchUnderShippedDefaults(t *testing.T) {
 		others [3]float64 // the other three's (each adds its own prefill: 0.13 SLO)
 		want   int        // index of the instance chosen; 0 is the holder
 		reason Reason
+		fb     int // index of the fallback: the lowest estimate of the others
 	}{
-		{name: "holder within the SLO", holder: 0.5, others: [3]float64{0, 0, 0}, want: 0, reason: ReasonCache},
-		{name: "holder over the SLO within headroom", holder: (1 + headroom) / 2, others: [3]float64{0.1, 0.2, 0.3}, want: 0, reason: ReasonCache},
-		{name: "holder past headroom, others meet the SLO", holder: headroom + 0.5, others: [3]float64{0.6, 0.3, 0.8}, want: 2, reason: ReasonLoad},
-		{name: "holder past headroom, one other meets the SLO", holder: headroom + 0.5, others: [3]float64{1.5, 0.7, 1.2}, want: 2, reason: ReasonLoad},
-		{name: "holder past headroom, no other meets the SLO", holder: headroom + 0.5, others: [3]float64{1.5, 1.1, 1.2}, want: 0, reason: ReasonCache},
-		{name: "holder far past headroom, no other meets the SLO", holder: 4 * headroom, others: [3]float64{1.05, 1.1, 3}, want: 0, reason: ReasonCache},
+		{name: "holder within the SLO", holder: 0.5, others: [3]float64{0.3, 0.1, 0.2}, want: 0, reason: ReasonCache, fb: 2},
+		{name: "holder over the SLO within headroom", holder: (1 + headroom) / 2, others: [3]float64{0.1, 0.2, 0.3}, want: 0, reason: ReasonCache, fb: 1},
+		{name: "holder past headroom, others meet the SLO", holder: headroom + 0.5, others: [3]float64{0.6, 0.3, 0.8}, want: 2, reason: ReasonLoad, fb: 1},
+		{name: "holder past headroom, one other meets the SLO", holder: headroom + 0.5, others: [3]float64{1.5, 0.7, 1.2}, want: 2, reason: ReasonLoad, fb: 3},
+		{name: "holder past headroom, no other meets the SLO", holder: headroom + 0.5, others: [3]float64{1.5, 1.1, 1.2}, want: 0, reason: ReasonCache, fb: 2},
+		{name: "holder far past headroom, no other meets the SLO", holder: 4 * headroom, others: [3]float64{1.05, 1.1, 3}, want: 0, reason: ReasonCache, fb: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,8 +77,9 @@ func TestDualMapSwitchUnderShippedDefaults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.Instance != ids[tt.want] || d.Reason != tt.reason {
-				t.Errorf("Pick() = %s (%v), want %s (%v); loads in SLOs %v, holder %s", d.Instance, d.Reason, ids[tt.want], tt.reason, loads, ids[0])
+			if d.Instance != ids[tt.want] || d.Reason != tt.reason || d.Fallback != ids[tt.fb] {
+				t.Errorf("Pick() = %s (%v) fallback %s, want %s (%v) fallback %s; loads in SLOs %v, holder %s",
+					d.Instance, d.Reason, d.Fallback, ids[tt.want], tt.reason, ids[tt.fb], loads, ids[0])
 			}
 		})
 	}
