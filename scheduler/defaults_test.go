@@ -132,3 +132,18 @@ func TestDualMapTie(t *testing.T) {
 		})
 	}
 }
+
+// With one candidate per key (Candidates 1) there is no other candidate to
+// fall back to, whatever the pool's size.
+func TestDualMapOneCandidateNoFallback(t *testing.T) {
+	s, _ := mustNew(t, Config{Candidates: 1}, 4)
+	for i := range 20 {
+		d, err := s.Pick(req(prompt(uint64(i), 1, 2, 4)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Fallback != "" || d.Reason != ReasonOnly {
+			t.Errorf("Pick() = %s (%v) fallback %q, want no fallback (only)", d.Instance, d.Reason, d.Fallback)
+		}
+	}
+}

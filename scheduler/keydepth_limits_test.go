@@ -8,14 +8,15 @@ import (
 
 // rotateWith observes requests until the table closes its current bucket
 // (count-based windows rotate after Window/Buckets requests): next(i)
-// gives the i-th request's blocks. It returns the rotations that happened.
-func rotateWith(k *keyDepth, next func(i int) []uint64) uint64 {
+// gives the i-th request's blocks. It returns how many requests that took.
+func rotateWith(k *keyDepth, next func(i int) []uint64) int {
 	before := k.rotations
-	for i := 0; k.rotations == before; i++ {
+	i := 0
+	for ; k.rotations == before; i++ {
 		b := next(i)
 		k.observe(b, k.depth(b), 0)
 	}
-	return k.rotations - before
+	return i
 }
 
 // Many hot prefixes, few slots: the table never holds more than MaxSplits
@@ -131,7 +132,9 @@ func TestKeyDepthLookAheadRotations(t *testing.T) {
 	want := []int{4, 6, 7, 7, 7} // depth after each rotation; 7 is one block past the shared six
 	var got []int
 	for range want {
-		rotateWith(k, next)
+		if n := rotateWith(k, next); n != cfg.Window/cfg.Buckets {
+			t.Fatalf("a bucket closed after %d requests, want Window/Buckets = %d", n, cfg.Window/cfg.Buckets)
+		}
 		got = append(got, k.depth(probe))
 	}
 	if !slices.Equal(got, want) {
