@@ -191,25 +191,32 @@ func TestQueueBudgetAndOrder(t *testing.T) {
 	}
 }
 
+// A request that waited MaxWait exactly is still queued; a nanosecond more
+// and Tick fails it with ErrQueueTimeout and counts it. The clock starts
+// late, so the wait is measured from the enqueue time, not from zero.
 func TestQueueMaxWaitExpires(t *testing.T) {
 	cfg := Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 100, MaxWait: 2 * time.Second}}
 	s, clk := mustNew(t, cfg, 1)
 	out := recorder(s)
+	clk.Advance(10 * time.Second)
 	route(t, s, req(prompt(1, 1, 0, 4)))
 	waiting := req(prompt(2, 2, 0, 4))
 	route(t, s, waiting)
-	clk.Advance(time.Second)
+	clk.Advance(2 * time.Second)
 	s.Tick()
-	if len(out.failed) != 0 {
-		t.Fatalf("failed after 1s = %d, want 0", len(out.failed))
+	if len(out.failed) != 0 || s.QueueLen() != 1 {
+		t.Fatalf("after waiting MaxWait exactly: failed %d, queued %d, want 0 and 1", len(out.failed), s.QueueLen())
 	}
-	clk.Advance(1500 * time.Millisecond)
+	clk.Advance(time.Nanosecond)
 	s.Tick()
 	if len(out.failed) != 1 || out.failed[0].Request != waiting || !errors.Is(out.failed[0].Err, ErrQueueTimeout) {
 		t.Fatalf("failed = %+v, want the waiting request with ErrQueueTimeout", out.failed)
 	}
 	if s.QueueLen() != 0 {
 		t.Errorf("QueueLen() = %d, want 0", s.QueueLen())
+	}
+	if st := s.Stats(); st.Expired != 1 {
+		t.Errorf("Stats().Expired = %d, want 1", st.Expired)
 	}
 }
 
