@@ -27,7 +27,7 @@ func TestPrebleRecentLoadDecays(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			clk.Advance(time.Second) // loads recorded after the epoch
+			clk.Advance(time.Hour) // loads recorded long after the epoch: the decay runs from when they were
 			load(0, 10240)
 			clk.Advance(tt.after)
 			load(1, 5120)
