@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 )
 
 // rotateWith observes requests until the table closes its current bucket
@@ -139,5 +140,110 @@ func TestKeyDepthLookAheadRotations(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("depth() after each rotation = %v, want %v", got, want)
+	}
+}
+
+// feedBucket observes one bucket's worth of requests (Window/Buckets), hot
+// of them under prefix 60 (4 shared blocks), the rest unique.
+func feedBucket(k *keyDepth, hot int, next *uint64) {
+	per := k.cfg.Window / k.cfg.Buckets
+	for i := range per {
+		*next++
+		b := prompt(*next, *next, 0, 6)
+		if i < hot {
+			b = prompt(60, *next, 4, 6)
+		}
+		k.observe(b, k.depth(b), 0)
+	}
+}
+
+// The thresholds are strict: a prefix at exactly SplitFactor/n of the
+// window does not split, at exactly MergeFactor/n it does not merge.
+func TestKeyDepthThresholdsAreStrict(t *testing.T) {
+	const n = 8 // split above 1/8 = 10 of 80, merge below 1/16 = 5 of 80
+	k := newKeyDepth(KeyDepthConfig{Window: 800, Buckets: 10}.withDefaults(), n, 512)
+	probe := prompt(60, 1<<40, 4, 6)
+	var next uint64 = 1 << 30
+	for range 20 {
+		feedBucket(k, 10, &next)
+	}
+	if d := k.depth(probe); d != 2 {
+		t.Fatalf("depth() at exactly 1/n of the traffic = %d, want 2 (not split)", d)
+	}
+	feedBucket(k, 11, &next)
+	if d := k.depth(probe); d < 3 {
+		t.Fatalf("depth() just over 1/n = %d, want split (>= 3)", d)
+	}
+	for i := range 30 {
+		feedBucket(k, 5, &next)
+		if d := k.depth(probe); d < 3 {
+			t.Fatalf("bucket %d at exactly MergeFactor/n: depth() = %d, want still split", i, d)
+		}
+	}
+	for range 12 {
+		feedBucket(k, 4, &next)
+	}
+	if d := k.depth(probe); d != 2 {
+		t.Errorf("depth() after a window below MergeFactor/n = %d, want 2 (merged)", d)
+	}
+}
+
+// A time-based window closes a bucket every WindowDuration/Buckets, to the
+// nanosecond, on a grid from the first bucket; after an idle gap longer
+// than the window everything counted is forgotten and the merge clock
+// moves on by a window, the grid restarting at the step the gap ended in.
+func TestKeyDepthTimeWindowBuckets(t *testing.T) {
+	cfg := KeyDepthConfig{WindowDuration: 10 * time.Second}.withDefaults() // 1 s buckets
+	k := newKeyDepth(cfg, 8, 512)
+	obs := func(at time.Duration) {
+		b := prompt(70, uint64(at), 4, 6)
+		k.observe(b, k.depth(b), at)
+	}
+	obs(500 * time.Millisecond)
+	obs(time.Second - 1)
+	if k.rotations != 0 {
+		t.Fatalf("rotations before 1 s = %d, want 0", k.rotations)
+	}
+	obs(time.Second)
+	if k.rotations != 1 {
+		t.Fatalf("rotations at exactly 1 s = %d, want 1", k.rotations)
+	}
+	obs(3500 * time.Millisecond)
+	if k.rotations != 3 {
+		t.Fatalf("rotations at 3.5 s = %d, want 3", k.rotations)
+	}
+	// Idle from 3.5 s to 100.3 s: one rotation closes the last bucket, then
+	// the window that passed counts as Buckets-1 more; the grid restarts at
+	// 100 s.
+	obs(100300 * time.Millisecond)
+	if want := uint64(3 + 1 + cfg.Buckets - 1); k.rotations != want || k.total != 1 {
+		t.Fatalf("after the gap: rotations %d, total %d, want %d and 1 (the new request only)", k.rotations, k.total, want)
+	}
+	obs(101*time.Second - 1)
+	if want := uint64(3 + cfg.Buckets); k.rotations != want {
+		t.Errorf("rotations just before 101 s = %d, want %d", k.rotations, want)
+	}
+	obs(101 * time.Second)
+	if want := uint64(3 + cfg.Buckets + 1); k.rotations != want {
+		t.Errorf("rotations at 101 s = %d, want %d", k.rotations, want)
+	}
+	// A gap of exactly a window and a step is idle: one rotation and a
+	// window's worth, not eleven one by one.
+	obs(112 * time.Second)
+	if want := uint64(3 + cfg.Buckets + 1 + cfg.Buckets); k.rotations != want || k.total != 1 {
+		t.Errorf("after a gap of exactly window+step: rotations %d, total %d, want %d and 1", k.rotations, k.total, want)
+	}
+}
+
+// A count-based window ignores the clock: it closes a bucket every
+// Window/Buckets requests however much time passes.
+func TestKeyDepthCountWindowIgnoresTime(t *testing.T) {
+	k := newKeyDepth(KeyDepthConfig{Window: 800, Buckets: 10}.withDefaults(), 8, 512)
+	for i := range 79 {
+		b := prompt(uint64(i), uint64(i), 0, 6)
+		k.observe(b, k.depth(b), time.Duration(i)*time.Minute)
+	}
+	if k.rotations != 0 || k.total != 79 {
+		t.Errorf("after 79 requests over 79 minutes: rotations %d, total %d, want 0 and 79", k.rotations, k.total)
 	}
 }
