@@ -55,6 +55,8 @@ func TestDualMapSwitchUnderShippedDefaults(t *testing.T) {
 	}{
 		{name: "holder within the SLO", holder: 0.5, others: [3]float64{0.3, 0.1, 0.2}, want: 0, reason: ReasonCache, fb: 2},
 		{name: "holder over the SLO within headroom", holder: (1 + headroom) / 2, others: [3]float64{0.1, 0.2, 0.3}, want: 0, reason: ReasonCache, fb: 1},
+		// Its own prompt is all cached: nothing of it adds to the estimate.
+		{name: "holder just within headroom", holder: headroom - 0.05, others: [3]float64{0.1, 0.2, 0.3}, want: 0, reason: ReasonCache, fb: 1},
 		{name: "holder past headroom, others meet the SLO", holder: headroom + 0.5, others: [3]float64{0.6, 0.3, 0.8}, want: 2, reason: ReasonLoad, fb: 1},
 		{name: "holder past headroom, one other meets the SLO", holder: headroom + 0.5, others: [3]float64{1.5, 0.7, 1.2}, want: 2, reason: ReasonLoad, fb: 3},
 		{name: "holder past headroom, no other meets the SLO", holder: headroom + 0.5, others: [3]float64{1.5, 1.1, 1.2}, want: 0, reason: ReasonCache, fb: 2},
