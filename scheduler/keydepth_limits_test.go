@@ -247,3 +247,26 @@ func TestKeyDepthCountWindowIgnoresTime(t *testing.T) {
 		t.Errorf("after 79 requests over 79 minutes: rotations %d, total %d, want 0 and 79", k.rotations, k.total)
 	}
 }
+
+// A key never grows past the prompt: when one whole prompt is hot, its key
+// is the whole prompt, however much of it is split.
+func TestKeyDepthNeverPastThePrompt(t *testing.T) {
+	k := newKeyDepth(KeyDepthConfig{Window: 1000}.withDefaults(), 8, 512)
+	same := prompt(80, 80, 3, 3) // one 3-block prompt, half the traffic
+	u := uint64(0)
+	for range 20 {
+		rotateWith(k, func(i int) []uint64 {
+			if i%2 == 0 {
+				return same
+			}
+			u++
+			return prompt(u, u, 0, 3)
+		})
+	}
+	if len(k.split) == 0 {
+		t.Fatal("the hot prompt never split")
+	}
+	if d := k.depth(same); d != 3 {
+		t.Errorf("depth() of a hot 3-block prompt = %d, want 3", d)
+	}
+}
