@@ -78,6 +78,12 @@ func TestRedisRestart(t *testing.T) {
 		}
 		return ""
 	})
+	eventually(t, time.Second, func() string { // the record of d is out, so what is buffered below is the outage's
+		if st := a.store.Stats(); st.Published != 1 || st.Buffered != 0 {
+			return fmt.Sprintf("a: Stats() Published %d, Buffered %d, want 1 and 0", st.Published, st.Buffered)
+		}
+		return ""
+	})
 
 	stop()
 	down := time.Now()
