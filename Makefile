@@ -77,3 +77,21 @@ libtokenizers:
 
 test-tokenizers: libtokenizers
 	CGO_ENABLED=1 CGO_LDFLAGS="-L$(TOKLIB_DIR)" $(GO) test -tags tokenizers -race -count=1 ./internal/tokenize/ ./internal/extproc/
+
+# mutate: mutation testing (gremlins) over scheduler, extproc and state, one
+# worker, one package at a time; long (see docs/testing.md for times and the
+# knobs: MUTATE_PKGS, MUTATE_EXCLUDE, MUTATE_DIFF=main for a branch's lines).
+# fuzz: every fuzz target of the module, FUZZTIME each (default 30s);
+# fuzz-short: the same at 10s each (8 targets: about 1.5 minutes). Crashers
+# land in the package's testdata/fuzz/.
+.PHONY: mutate fuzz fuzz-short
+FUZZTIME ?= 30s
+
+mutate:
+	GO=$(GO) bash scripts/mutate.sh
+
+fuzz:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
+
+fuzz-short:
+	GO=$(GO) FUZZTIME=10s bash scripts/fuzz.sh

@@ -10,8 +10,10 @@ import (
 
 // victimWait saturates one instance with cache-rich requests and returns
 // how long a zero-hit request that arrives in the middle waits before it is
-// dispatched (or the give-up time if it never is).
-func victimWait(t *testing.T, aging float64) time.Duration {
+// dispatched (or the give-up time if it never is), and how many requests
+// were queued when it arrived. Each step (victimStep) two requests arrive
+// and one is served.
+func victimWait(t *testing.T, aging float64) (wait time.Duration, ahead int) {
 	cfg := Config{
 		Policy: "cache-affinity",
 		Queue:  QueueConfig{Budget: 1000, AgingRate: aging, Order: OrderCache},
@@ -25,7 +27,7 @@ func victimWait(t *testing.T, aging float64) time.Duration {
 	inflight = append(inflight, warmReq)
 	var victim *Request
 	var victimAt time.Duration
-	const step = 100 * time.Millisecond
+	const step = victimStep
 	for tick := 0; tick < 400; tick++ {
 		now := time.Duration(tick) * step
 		// Two arrivals per step, one service per step: saturated.
@@ -35,6 +37,7 @@ func victimWait(t *testing.T, aging float64) time.Duration {
 			}
 		}
 		if tick == 20 {
+			ahead = s.QueueLen()
 			victim = req(prompt(999, 999, 0, 4))
 			victimAt = now
 			if _, err := s.Submit(victim, &out); err != nil {
@@ -43,7 +46,7 @@ func victimWait(t *testing.T, aging float64) time.Duration {
 		}
 		for _, d := range out.sent {
 			if d.Request == victim {
-				return now - victimAt
+				return now - victimAt, ahead
 			}
 			inflight = append(inflight, d.Request)
 		}
@@ -56,19 +59,35 @@ func victimWait(t *testing.T, aging float64) time.Duration {
 			s.Complete(r)
 		}
 	}
-	return 400 * step
+	return 400 * step, ahead
 }
 
+const victimStep = 100 * time.Millisecond
+
+// A zero-hit request waits behind the requests queued before it and behind
+// the newcomers that arrive less than (their cached tokens / AgingRate)
+// after it, no more: the aging rate sets the wait, to the step.
 func TestQueueAgingBoundsWait(t *testing.T) {
-	withAging := victimWait(t, 4096)
-	without := victimWait(t, 1e-9)
-	t.Logf("zero-hit request under saturation waited %v with aging, %v without", withAging, without)
-	// 20 requests were queued ahead of it at 100 ms each, plus the
-	// 1536/4096 s it takes to outrank newcomers: a few seconds at most.
-	if withAging > 4*time.Second {
-		t.Errorf("wait with aging = %v, want <= 4s", withAging)
+	const cached = 3 * 512 // the newcomers' shared prefix
+	for _, aging := range []float64{1024, 2048, 4096, 8192} {
+		t.Run(fmt.Sprint(aging), func(t *testing.T) {
+			wait, ahead := victimWait(t, aging)
+			// Newcomers arrive two a step from the victim's step on; those
+			// of the next k steps outrank it for good while k steps of aging
+			// are worth less than their cached prefix.
+			k := 0
+			for float64(k+1)*victimStep.Seconds()*aging < cached {
+				k++
+			}
+			want := time.Duration(ahead+2*k+1) * victimStep // +1: its own service step
+			t.Logf("aging %g: waited %v behind %d queued and %d newcomers, want %v", aging, wait, ahead, 2*k, want)
+			if wait < want-victimStep/2 || wait > want+victimStep/2 {
+				t.Errorf("wait with aging %g = %v, want %v ± %v", aging, wait, want, victimStep/2)
+			}
+		})
 	}
-	if without < 30*time.Second {
+	// Without aging the newcomers' cache keeps it waiting to the end.
+	if without, _ := victimWait(t, 1e-9); without < 30*time.Second {
 		t.Errorf("wait without aging = %v; the test no longer shows starvation", without)
 	}
 }
@@ -172,25 +191,32 @@ func TestQueueBudgetAndOrder(t *testing.T) {
 	}
 }
 
+// A request that waited MaxWait exactly is still queued; a nanosecond more
+// and Tick fails it with ErrQueueTimeout and counts it. The clock starts
+// late, so the wait is measured from the enqueue time, not from zero.
 func TestQueueMaxWaitExpires(t *testing.T) {
 	cfg := Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 100, MaxWait: 2 * time.Second}}
 	s, clk := mustNew(t, cfg, 1)
 	out := recorder(s)
+	clk.Advance(10 * time.Second)
 	route(t, s, req(prompt(1, 1, 0, 4)))
 	waiting := req(prompt(2, 2, 0, 4))
 	route(t, s, waiting)
-	clk.Advance(time.Second)
+	clk.Advance(2 * time.Second)
 	s.Tick()
-	if len(out.failed) != 0 {
-		t.Fatalf("failed after 1s = %d, want 0", len(out.failed))
+	if len(out.failed) != 0 || s.QueueLen() != 1 {
+		t.Fatalf("after waiting MaxWait exactly: failed %d, queued %d, want 0 and 1", len(out.failed), s.QueueLen())
 	}
-	clk.Advance(1500 * time.Millisecond)
+	clk.Advance(time.Nanosecond)
 	s.Tick()
 	if len(out.failed) != 1 || out.failed[0].Request != waiting || !errors.Is(out.failed[0].Err, ErrQueueTimeout) {
 		t.Fatalf("failed = %+v, want the waiting request with ErrQueueTimeout", out.failed)
 	}
 	if s.QueueLen() != 0 {
 		t.Errorf("QueueLen() = %d, want 0", s.QueueLen())
+	}
+	if st := s.Stats(); st.Expired != 1 {
+		t.Errorf("Stats().Expired = %d, want 1", st.Expired)
 	}
 }
 

@@ -2,24 +2,20 @@ package replay
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/dualmap/dualmap/internal/sim/trace"
 )
 
-// conversationPath is the real Mooncake conversation trace: shared/ sits
-// beside the repository clone.
-const conversationPath = "../../../shared/traces/conversation_trace.jsonl"
+// conversationPath is the start of the real Mooncake conversation trace
+// (see testdata/README.md).
+const conversationPath = "testdata/conversation_50.jsonl"
 
 // TestConversationTrace replays the first 50 requests of the real trace,
 // shrunk, and checks that prompts follow its prefix structure.
 func TestConversationTrace(t *testing.T) {
-	if _, err := os.Stat(conversationPath); os.IsNotExist(err) {
-		t.Skipf("%s absent", conversationPath)
-	}
-	tr, err := trace.ReadFile(conversationPath, trace.Options{Limit: 50})
+	tr, err := trace.ReadFile(conversationPath, trace.Options{})
 	if err != nil {
 		t.Fatalf("trace.ReadFile() error = %v", err)
 	}

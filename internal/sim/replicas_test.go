@@ -37,7 +37,10 @@ func TestReplicasCoordinate(t *testing.T) {
 		t.Fatalf("%d coordinators, want %d", len(c.coords), k)
 	}
 	leaders := 0
-	var granted, refused, moved uint64
+	var granted, refused, moved, dispatched uint64
+	for _, s := range c.reps {
+		dispatched += s.Stats().Dispatched
+	}
 	for i, co := range c.coords {
 		st := co.Stats()
 		t.Logf("replica %d: %+v", i, st)
@@ -47,8 +50,11 @@ func TestReplicasCoordinate(t *testing.T) {
 		if st.Replicas != k-1 {
 			t.Errorf("replica %d sees %d others, want %d", i, st.Replicas, k-1)
 		}
-		if st.Applied == 0 {
-			t.Errorf("replica %d applied no other replica's dispatch", i)
+		// Every dispatch record of the others reaches it; 1% for records
+		// coalesced or still in flight at the end.
+		others := dispatched - c.reps[i].Stats().Dispatched
+		if st.Applied > others || float64(st.Applied) < 0.99*float64(others) {
+			t.Errorf("replica %d applied %d dispatch records, want the others' %d (-1%%)", i, st.Applied, others)
 		}
 		if st.KeyDepthVersion < 2 {
 			t.Errorf("replica %d: key-depth version %d, want the table republished as it changed", i, st.KeyDepthVersion)
@@ -62,6 +68,9 @@ func TestReplicasCoordinate(t *testing.T) {
 	// next.
 	c.exchange()
 	want := c.reps[0].KeyDepthState().Splits
+	if len(want) == 0 {
+		t.Fatal("the leader holds no split: the test compares empty tables")
+	}
 	c.now += c.opt.SyncInterval.Seconds()
 	c.exchange()
 	for i, s := range c.reps {

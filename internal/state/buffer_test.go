@@ -50,6 +50,18 @@ func TestBuffer(t *testing.T) {
 			dropped: 2,
 		},
 		{
+			name:  "a record costing the whole buffer fits",
+			limit: 4, // 3 blocks cost 4
+			adds:  []add{{"a", []uint64{1, 2, 3}}},
+			want:  []record{{"a", []uint64{1, 2, 3}}},
+		},
+		{
+			name:  "truncates a record of as many blocks as the buffer",
+			limit: 4,
+			adds:  []add{{"a", []uint64{1, 2, 3, 4}}},
+			want:  []record{{"a", []uint64{1, 2, 3}}},
+		},
+		{
 			name:  "truncates a record larger than the buffer",
 			limit: 4,
 			adds:  []add{{"a", []uint64{1, 2, 3, 4, 5, 6}}},
