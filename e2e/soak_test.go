@@ -49,8 +49,11 @@ var routerCodes = []string{"no_healthy_upstream", "queue_timeout", "slo_unreacha
 // resident memory; at the end it reports the requests sent, succeeded,
 // shed with a status and lost, and each router's numbers when idle after
 // a warm-up, under load mid-run, and idle after the run, and whether the
-// end is flat (within 20% or soakMemSlack) against the first two. The
-// heap may grow in the first half as the routers' prefix indexes fill.
+// end is flat (within 20% or soakMemSlack) against the first two. Memory
+// grows until the routers' bounded caches are full: the per-message token
+// cache (8 Mi tokens, some 34 MB on these prompts, full after about 2,700
+// messages per router, some 9 minutes at soakQPS over three routers) and
+// the KV-cache indexes; flat memory needs DUALMAP_SOAK_DURATION past that.
 //
 // A report, not part of make test: it runs only with DUALMAP_SOAK=1 (make
 // soak). When it runs it fails if a request was lost (a transport error,
