@@ -4,7 +4,7 @@ BIN     := bin/dualmap
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build build-tokenizers test unit bench bench-e2e lint run demo e2e clean
+.PHONY: all build build-tokenizers test unit bench bench-e2e soak lint run demo e2e clean
 
 all: build
 
@@ -58,6 +58,11 @@ demo:
 # bench-e2e: the router's added latency through a real Envoy (a report).
 bench-e2e:
 	DUALMAP_BENCH_E2E=1 DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -v -run TestAddedLatencyReport ./e2e/
+
+# soak: the conversation trace through Envoy and three routers sharing Redis
+# for DUALMAP_SOAK_DURATION (default 10m), Redis restarted twice (a report).
+soak:
+	DUALMAP_SOAK=1 DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -v -timeout 30m -run TestSoakReport ./e2e/
 
 # e2e: real Envoy, routers and engines on loopback (installs Envoy if missing).
 e2e:
