@@ -144,7 +144,7 @@ func (s *Server) Ready() error {
 func (s *Server) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); s.ticker(ctx) }()
+	go func() { defer wg.Done(); s.supervise(ctx, "tick", s.ticker) }()
 	for i, pc := range s.cfg.Pools {
 		p := s.pools[i]
 		wg.Add(1)
@@ -155,14 +155,23 @@ func (s *Server) Run(ctx context.Context) {
 			}
 		}()
 		wg.Add(1)
-		go func() { defer wg.Done(); s.healthLoop(ctx, p) }()
+		go func() {
+			defer wg.Done()
+			s.supervise(ctx, "health", func(ctx context.Context) { s.healthLoop(ctx, p) })
+		}()
 		if pc.DNS != nil {
 			wg.Add(1)
-			go func() { defer wg.Done(); s.dnsLoop(ctx, p, *pc.DNS) }()
+			go func() {
+				defer wg.Done()
+				s.supervise(ctx, "dns", func(ctx context.Context) { s.dnsLoop(ctx, p, *pc.DNS) })
+			}()
 		}
 		if pc.Metrics.Enabled {
 			wg.Add(1)
-			go func() { defer wg.Done(); s.metricsLoop(ctx, p, pc.Metrics) }()
+			go func() {
+				defer wg.Done()
+				s.supervise(ctx, "engine_metrics", func(ctx context.Context) { s.metricsLoop(ctx, p, pc.Metrics) })
+			}()
 		}
 	}
 	wg.Wait()
