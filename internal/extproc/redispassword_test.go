@@ -3,9 +3,7 @@ package extproc
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -17,35 +15,8 @@ import (
 // password, and returns its address.
 func redisWithPassword(t *testing.T, password string) string {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("DUALMAP_REQUIRE_REDIS") == "1" {
-			t.Fatal("redis-server not found and DUALMAP_REQUIRE_REDIS=1")
-		}
-		t.Skip("redis-server not found (apt-get install -y redis-server)")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--requirepass", password)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for range 100 {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return addr
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("redis-server did not start")
-	return ""
+	addr, _, _ := redisServerCtl(t, "--requirepass", password)
+	return addr
 }
 
 // The password in state.redis.password_file (or the environment) is the one

@@ -20,8 +20,8 @@ func redisServer(t testing.TB) string {
 }
 
 // redisServerCtl also returns functions that kill (SIGKILL) and restart it
-// on the same port.
-func redisServerCtl(t testing.TB) (string, func(), func()) {
+// on the same port. extra are more redis-server arguments.
+func redisServerCtl(t testing.TB, extra ...string) (string, func(), func()) {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -39,7 +39,8 @@ func redisServerCtl(t testing.TB) (string, func(), func()) {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	var cmd *exec.Cmd
 	launch := func() {
-		cmd = exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+		args := append([]string{"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}, extra...)
+		cmd = exec.Command(bin, args...)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

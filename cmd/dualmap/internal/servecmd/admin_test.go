@@ -37,19 +37,7 @@ pools:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan [2]string, 1)
-	errc := make(chan error, 1)
-	go func() {
-		errc <- serve(ctx, cfg, "", time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)), ready)
-	}()
-	defer func() { cancel(); <-errc }()
-	var addrs [2]string
-	select {
-	case addrs = <-ready:
-	case err := <-errc:
-		t.Fatalf("serve() = %v before ready", err)
-	}
+	addrs := startServe(t, cfg)
 	tests := []struct {
 		name, path, auth string
 		want             int
@@ -100,14 +88,7 @@ pools:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan [2]string, 1)
-	errc := make(chan error, 1)
-	go func() {
-		errc <- serve(ctx, cfg, "", time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)), ready)
-	}()
-	defer func() { cancel(); <-errc }()
-	addrs := <-ready
+	addrs := startServe(t, cfg)
 	conn, err := grpc.NewClient(addrs[0], grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -141,4 +122,24 @@ pools:
 			t.Fatal("Check() still failing after the open stream ended")
 		}
 	}
+}
+
+// startServe runs serve with cfg until the test ends and returns its gRPC
+// and admin addresses once it is ready.
+func startServe(t *testing.T, cfg config.Config) [2]string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan [2]string, 1)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- serve(ctx, cfg, "", time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)), ready)
+	}()
+	t.Cleanup(func() { cancel(); <-errc })
+	select {
+	case addrs := <-ready:
+		return addrs
+	case err := <-errc:
+		t.Fatalf("serve() = %v before ready", err)
+	}
+	return [2]string{}
 }
