@@ -142,6 +142,12 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 // serve runs the router until ctx ends. ready, if not nil, receives the
 // bound gRPC and admin addresses once both listen (for tests).
 func serve(ctx context.Context, cfg config.Config, path string, grace time.Duration, log *slog.Logger, ready chan<- [2]string) error {
+	// SIGHUP is caught from the start: one that arrives while the router is
+	// still starting waits for the loop below instead of ending the process
+	// (Go's default action).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := extproc.New(cfg, extproc.Options{Logger: log, Registry: reg})
@@ -189,9 +195,6 @@ func serve(ctx context.Context, cfg config.Config, path string, grace time.Durat
 		ready <- [2]string{gl.Addr().String(), al.Addr().String()}
 	}
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	for {
 		select {
 		case <-hup:
