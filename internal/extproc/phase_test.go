@@ -590,7 +590,7 @@ func FuzzStreamSequence(f *testing.F) {
 		enc(post, bodyEOS, 0x84, 0x94, chunkEOS), // served by a stranger, twice
 		enc(post, body, body, trailers, resp200, chunk, chunkEOS),
 		enc(post, 0x12, body, bodyEOS, resp200, chunkEOS), // a plain completion
-		enc(0x21, body, bodyEOS, resp200, chunkEOS),        // another path
+		enc(0x21, body, bodyEOS, resp200, chunkEOS),       // another path
 	} {
 		for mode := byte(0); mode < 4; mode++ {
 			f.Add(mode, seq)
@@ -629,7 +629,7 @@ func FuzzStreamSequence(f *testing.F) {
 		clear(p.health)
 		p.mu.Unlock()
 		st := newStream(fx.srv, context.Background())
-		over := false // an immediate response was sent, or a message refused
+		over := false   // an immediate response was sent, or a message refused
 		var sent []byte // request body bytes accepted
 		for i, b := range seq {
 			m := fuzzMessage(b)
