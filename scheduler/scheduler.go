@@ -155,7 +155,7 @@ type Scheduler struct {
 	members []*instance
 	byID    map[string]*instance
 	index   map[string]int32 // members' indexes by id; replaced, never changed, when membership changes
-	ready   []bool // never changed once published: refreshReady makes a new one
+	ready   []bool           // never changed once published: refreshReady makes a new one
 	nready  int
 	rings   *ringSet
 	seq     uint64 // instances created so far
