@@ -411,7 +411,7 @@ func (f *fakeFlow) Complete(r *scheduler.Request) {
 	delete(f.held, r)
 }
 
-func (f *fakeFlow) AnyReady(uint64) (string, error) {
+func (f *fakeFlow) AnyReadyOf(uint64, []string) (string, error) {
 	f.calls = append(f.calls, "any")
 	return "10.0.0.3:8000", nil
 }
