@@ -282,24 +282,29 @@ objectives: {critical: 10, batch: -1}
 		t.Fatalf("sheddable answer = %v, want 429 with %s: shed", im, droppedHeader)
 	}
 	order := make(chan string, 2)
-	wait := func(name string, kv ...string) *call {
+	// wait sends a request that waits in the queue; its answer is read by
+	// a goroutine, which the test waits for after ending the stream.
+	wait := func(name string, kv ...string) {
 		c := ts.open(t)
 		c.headers(t, false, append(append([]string{}, duplexPost...), kv...)...)
 		if err := c.stream.Send(reqBodyMsg(chat("m", name, true), true)); err != nil {
 			t.Fatal(err)
 		}
+		done := make(chan struct{})
 		go func() {
+			defer close(done)
 			if _, err := c.stream.Recv(); err == nil {
 				order <- name
 			}
 		}()
-		return c
+		t.Cleanup(func() {
+			c.cancel()
+			<-done
+		})
 	}
-	low := wait("unknown objective", "x-llm-d-inference-objective", "nobody")
-	defer low.close()
-	time.Sleep(50 * time.Millisecond) // low waits first: it would go first by age
-	high := wait("critical", "x-gateway-inference-objective", "critical")
-	defer high.close()
+	wait("unknown objective", "x-llm-d-inference-objective", "nobody")
+	time.Sleep(50 * time.Millisecond) // it waits first: it would go first by age
+	wait("critical", "x-gateway-inference-objective", "critical")
 	time.Sleep(50 * time.Millisecond)
 	hold.send(t, respHeadersMsg(false, ":status", "200"))
 	hold.send(t, respBodyMsg("data: {}\n\n", true)) // releases the budget: one of them goes
