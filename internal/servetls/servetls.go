@@ -11,7 +11,7 @@ import (
 
 // Options are ServerConfig's dependencies; zero values mean defaults.
 type Options struct {
-	Logger *slog.Logger      // default: discard
+	Logger *slog.Logger     // default: discard
 	Now    func() time.Time // default time.Now
 }
 
