@@ -82,8 +82,8 @@ func grpcOptions(cfg config.Config, tc *tls.Config) []grpc.ServerOption {
 		creds = append(creds, grpc.Creds(credentials.NewTLS(tc)))
 	}
 	return append(creds,
-		grpc.MaxRecvMsgSize(cfg.Limits.MaxBodyBytes + (1 << 20)),
-		grpc.MaxSendMsgSize(cfg.Limits.MaxBodyBytes + (1 << 20)),
+		grpc.MaxRecvMsgSize(cfg.Limits.MaxBodyBytes+(1<<20)),
+		grpc.MaxSendMsgSize(cfg.Limits.MaxBodyBytes+(1<<20)),
 		grpc.MaxConcurrentStreams(uint32(c.MaxConcurrentStreams)),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: c.MinPingInterval, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
