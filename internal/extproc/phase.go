@@ -9,14 +9,16 @@ import (
 
 // phase is where a stream is in the exchange of its HTTP request. Envoy
 // sends one request's messages in this order (processing_mode: request
-// headers SEND, request body BUFFERED, response headers SEND, response body
-// NONE or STREAMED, trailers SKIP or SEND):
+// headers SEND, request body BUFFERED or FULL_DUPLEX_STREAMED, response
+// headers SEND, response body NONE, STREAMED or FULL_DUPLEX_STREAMED,
+// trailers SKIP or SEND):
 //
 //	requestHeaders --request_headers------------------> requestBody
 //	requestHeaders --request_headers, end of stream---> dispatched  (no body: pinned by routeAny)
 //	requestBody    --request_body---------------------> requestBody (a chunk)
 //	requestBody    --request_body, end of stream------> dispatched  (routed, or pinned by routeAny)
-//	requestBody    --request_trailers-----------------> dispatched  (the body ended unrouted: not pinned)
+//	requestBody    --request_trailers-----------------> dispatched  (buffered: the body ended unrouted, not pinned;
+//	                                                                 full duplex: routed as at the end of stream)
 //	requestBody    --response_headers-----------------> response    (Envoy answered itself, e.g. 413)
 //	dispatched     --response_headers-----------------> response
 //	response       --response_body--------------------> response    (a chunk)
@@ -25,6 +27,12 @@ import (
 //	(response headers with end of stream go to done at once)
 //	any phase      --an immediate response is sent----> failed
 //	any phase      --any other message----------------> failed: refused (protocolError)
+//
+// The phases are the same in both body modes (duplex.go); what differs is
+// when a message is answered. In full duplex the request headers and body
+// chunks get no answer until the body has ended; then the headers answer
+// (the pin) goes out, followed by the body in chunks and, when trailers
+// ended it, the trailers answer. Response chunks are echoed back.
 //
 // A refused message changes nothing (no routing, load, health or metric but
 // the protocol_violation error count); Process ends the stream with the

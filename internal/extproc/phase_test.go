@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -561,10 +562,13 @@ func fuzzMessage(b byte) *extprocv3.ProcessingRequest {
 }
 
 // FuzzStreamSequence feeds one stream arbitrary sequences of messages
-// against a real scheduler: it must never panic, answer every message it
-// accepts with the matching kind, route at most once, refuse everything
-// after an immediate response or a refusal, change health only for a
-// request it dispatched, and leave no load behind when it ends.
+// against a real scheduler, with buffered and with full-duplex bodies
+// (mode): it must never panic, answer every message it accepts with the
+// matching kind (in full duplex: hold the request's answers until its body
+// ends, then answer the headers and echo exactly the body it was sent),
+// route at most once, refuse everything after an immediate response or a
+// refusal, change health only for a request it dispatched, and leave no
+// load and no reserved body bytes behind when it ends.
 func FuzzStreamSequence(f *testing.F) {
 	enc := func(msgs ...byte) []byte { return msgs }
 	const (
@@ -584,26 +588,33 @@ func FuzzStreamSequence(f *testing.F) {
 		enc(resp200, post, bodyEOS),
 		enc(post, bodyEOS, none, resp200),
 		enc(post, bodyEOS, 0x84, 0x94, chunkEOS), // served by a stranger, twice
+		enc(post, body, body, trailers, resp200, chunk, chunkEOS),
+		enc(post, 0x12, body, bodyEOS, resp200, chunkEOS), // a plain completion
+		enc(0x21, body, bodyEOS, resp200, chunkEOS),       // another path
 	} {
-		f.Add(byte(0), seq)
-		f.Add(byte(1), seq)
+		for mode := byte(0); mode < 4; mode++ {
+			f.Add(mode, seq)
+		}
 	}
 	type fixture struct {
-		srv  *Server
-		flow *countingFlow
-		spy  *healthSpy
+		srv    *Server
+		flow   *countingFlow
+		spy    *healthSpy
+		duplex bool
 	}
 	var fixtures []fixture
-	for _, rb := range []string{"streamed", "none"} {
+	for _, mode := range []string{"streamed", "none", "streamed duplex", "none duplex"} {
+		rb, duplex, _ := strings.Cut(mode, " ")
 		cfg := parseConfig(f, fourInstances)
 		cfg.Routing.ResponseBody = rb
+		cfg.Limits.MaxBodyBytes = 4096 // so that chunks cross it
 		srv, err := New(cfg, Options{})
 		if err != nil {
 			f.Fatal(err)
 		}
 		defer srv.Close()
 		p := srv.pools[0]
-		fx := fixture{srv: srv, flow: &countingFlow{flow: p.flow}, spy: &healthSpy{membership: p.members}}
+		fx := fixture{srv: srv, flow: &countingFlow{flow: p.flow}, spy: &healthSpy{membership: p.members}, duplex: duplex != ""}
 		p.flow, p.members = fx.flow, fx.spy
 		fixtures = append(fixtures, fx)
 	}
@@ -618,9 +629,14 @@ func FuzzStreamSequence(f *testing.F) {
 		clear(p.health)
 		p.mu.Unlock()
 		st := newStream(fx.srv, context.Background())
-		over := false // an immediate response was sent, or a message refused
-		for _, b := range seq {
+		over := false   // an immediate response was sent, or a message refused
+		var sent []byte // request body bytes accepted
+		for i, b := range seq {
 			m := fuzzMessage(b)
+			if i == 0 && fx.duplex {
+				m.ProtocolConfig = duplexConfig
+			}
+			before := st.phase
 			resp, err := st.handle(m)
 			if err != nil {
 				var pe *protocolError
@@ -633,15 +649,49 @@ func FuzzStreamSequence(f *testing.F) {
 			if over {
 				t.Fatalf("handle(%s) answered %T after the stream was over", kindOf(m), resp.GetResponse())
 			}
-			if !answers(kindOf(m), resp) {
+			if kindOf(m) == msgRequestBody {
+				sent = append(sent, m.GetRequestBody().GetBody()...)
+			}
+			if resp == nil {
+				// Only a full-duplex request's headers and body chunks
+				// wait for the body's end.
+				if !fx.duplex || st.phase != phaseRequestBody || (kindOf(m) != msgRequestBody && kindOf(m) != msgRequestHeaders) {
+					t.Fatalf("handle(%s) in phase %s sent no answer", kindOf(m), before)
+				}
+				continue
+			}
+			heldAnswer := fx.duplex && before == phaseRequestBody && resp.GetRequestHeaders() != nil
+			refusedAtEnd := fx.duplex && kindOf(m) == msgRequestTrailers && resp.GetImmediateResponse() != nil
+			if !answers(kindOf(m), resp) && !heldAnswer && !refusedAtEnd {
 				t.Fatalf("handle(%s) answered %T", kindOf(m), resp.GetResponse())
 			}
 			over = resp.GetImmediateResponse() != nil
+			var echoed []byte
+			for r := st.next(); r != nil; r = st.next() {
+				switch {
+				case r.GetRequestBody() != nil && heldAnswer:
+					sb := r.GetRequestBody().GetResponse().GetBodyMutation().GetStreamedResponse()
+					if sb == nil || len(sb.Body) > maxEchoChunk {
+						t.Fatalf("echo chunk %v", r)
+					}
+					echoed = append(echoed, sb.Body...)
+				case r.GetRequestTrailers() != nil && heldAnswer && kindOf(m) == msgRequestTrailers:
+				case r.GetResponseBody() != nil && kindOf(m) == msgResponseBody && fx.duplex:
+				default:
+					t.Fatalf("handle(%s) followed by %T", kindOf(m), r.GetResponse())
+				}
+			}
+			if heldAnswer && !bytes.Equal(echoed, sent) {
+				t.Fatalf("echoed %q, want the body sent, %q", echoed, sent)
+			}
 			if fx.flow.routed > 1 {
 				t.Fatalf("one stream routed %d times", fx.flow.routed)
 			}
 		}
 		st.finish()
+		if n := fx.srv.bounds.buffered.Load(); n != 0 {
+			t.Fatalf("%d body bytes reserved after the stream ended", n)
+		}
 		if len(fx.spy.changes) > 0 && fx.flow.dispatched == 0 {
 			t.Fatalf("health changed (%v) by a stream that dispatched nothing", fx.spy.changes)
 		}

@@ -235,7 +235,8 @@ func (s *Server) updateGauges() {
 }
 
 // Process serves one ext_proc stream, i.e. one HTTP request: each message
-// is answered in turn, and a message the stream refuses ends it with a gRPC
+// is answered in turn (in full duplex, with what the stream owes after the
+// answer: see stream.next), and a message the stream refuses ends it with a gRPC
 // error (Envoy then fails the request) after releasing what it held. A
 // stream over limits.max_streams is turned away (turnAway).
 func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
@@ -257,14 +258,13 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 		if err != nil {
 			return s.refused(err)
 		}
-		if resp == nil {
-			continue
-		}
-		if err := srv.Send(resp); err != nil {
-			if status.Code(err) == codes.Canceled {
-				return nil
+		for ; resp != nil; resp = st.next() {
+			if err := srv.Send(resp); err != nil {
+				if status.Code(err) == codes.Canceled {
+					return nil
+				}
+				return err
 			}
-			return err
 		}
 	}
 }

@@ -63,6 +63,15 @@ type stream struct {
 	body       []byte
 	size, held int
 
+	declared int // the request's content-length, or -1
+
+	// Body modes (duplex.go): announced by Envoy in the first message.
+	announced      bool // protocol_config was sent
+	duplex         bool // request body FULL_DUPLEX_STREAMED: the headers answer waits for the body's end
+	duplexResponse bool // response body FULL_DUPLEX_STREAMED: chunks are echoed back
+	responseBody   bool // announced: the response body is sent to the router
+	echo           echo // what is still owed after the last answer
+
 	pool       *pool              // set by prepare
 	streaming  bool               // set by prepare
 	req        *scheduler.Request // the routed request, from its dispatch
@@ -72,15 +81,22 @@ type stream struct {
 }
 
 func newStream(s *Server, ctx context.Context) *stream {
-	return &stream{s: s, ctx: ctx}
+	return &stream{s: s, ctx: ctx, declared: -1}
 }
 
 // handle answers one message with exactly one response of the matching
 // kind (a mismatched kind makes Envoy skip ext_proc for the request), or
 // with an immediate response; or refuses it with a *protocolError, after
-// which the stream accepts nothing. A nil response and nil error mean the
-// stream is gone (its context ended while the request waited).
+// which the stream accepts nothing. A nil response and nil error mean
+// nothing is sent now: the stream is gone (its context ended while the
+// request waited), or, in full duplex, a request body chunk is held until
+// the body ends. In full duplex an answer may be followed by more messages
+// the stream owes (next): the request body after the headers answer, the
+// rest of a large response chunk.
 func (st *stream) handle(req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
+	if pc := req.GetProtocolConfig(); pc != nil && st.phase == phaseRequestHeaders {
+		st.protocol(pc)
+	}
 	switch v := req.GetRequest().(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
 		return st.onRequestHeaders(v.RequestHeaders)
@@ -117,14 +133,13 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Process
 		return nil, st.refuse(msgRequestHeaders)
 	}
 	cfg := &st.s.cfg.Routing
-	declared := -1 // content-length
 	for _, kv := range h.GetHeaders().GetHeaders() {
 		switch strings.ToLower(kv.GetKey()) {
 		case ":method":
 			st.method = headerValue(kv)
 		case "content-length":
 			if n, err := strconv.ParseInt(headerValue(kv), 10, 64); err == nil && n >= 0 {
-				declared = int(min(n, math.MaxInt32))
+				st.declared = int(min(n, math.MaxInt32))
 			}
 		case ":path":
 			st.path = headerValue(kv)
@@ -140,9 +155,9 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Process
 	}
 	st.kind = openai.Classify(st.method, st.path)
 	if h.GetEndOfStream() {
-		return st.routeAny(true), nil
+		return st.routeAny(), nil
 	}
-	if limit := st.s.cfg.Limits.MaxBodyBytes; declared > limit {
+	if limit := st.s.cfg.Limits.MaxBodyBytes; st.declared > limit {
 		// Answered before Envoy sends (and buffers) the body.
 		st.s.m.rejections.WithLabelValues(limitBody).Inc()
 		return st.fail(bodyTooLarge(limit)), nil
@@ -151,6 +166,9 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Process
 	// body answer overwrites it again. Every body is pinned at its end
 	// (one we do not parse, of another POST path, by routeAny).
 	st.phase = phaseRequestBody
+	if st.duplex {
+		return nil, nil // answered with the pin when the body has ended
+	}
 	return continueHeaders(&extprocv3.HeaderMutation{RemoveHeaders: []string{cfg.Header}}), nil
 }
 
@@ -160,7 +178,7 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Process
 // health: such paths (model listings, endpoints the router does not parse)
 // say little about serving inference, and the active health checks watch
 // the instance anyway.
-func (st *stream) routeAny(headersPhase bool) *extprocv3.ProcessingResponse {
+func (st *stream) routeAny() *extprocv3.ProcessingResponse {
 	p := st.s.def
 	if p == nil {
 		p = st.s.pools[0]
@@ -169,16 +187,30 @@ func (st *stream) routeAny(headersPhase bool) *extprocv3.ProcessingResponse {
 	if err != nil {
 		return st.fail(err)
 	}
-	st.phase = phaseDispatched
 	st.s.m.decisions.WithLabelValues(p.name, p.policy, "any").Inc()
-	m := st.pin(scheduler.Decision{Instance: id})
-	if headersPhase {
-		resp := continueHeaders(m)
-		resp.DynamicMetadata = st.metadata(scheduler.Decision{Instance: id})
-		return resp
+	return st.forward(scheduler.Decision{Instance: id})
+}
+
+// forward answers a request routed to dec: with the pin in the answer to
+// the message that ended the request (its headers, or the end of a
+// buffered body), or, in full duplex, in the held headers answer, followed
+// by the body (next).
+func (st *stream) forward(dec scheduler.Decision) *extprocv3.ProcessingResponse {
+	headersPhase := st.phase == phaseRequestHeaders
+	st.phase = phaseDispatched
+	m := st.pin(dec)
+	var resp *extprocv3.ProcessingResponse
+	switch {
+	case st.duplex:
+		st.contentLength(m)
+		resp = continueHeaders(m)
+		resp.GetRequestHeaders().Response.ClearRouteCache = true
+	case headersPhase:
+		resp = continueHeaders(m)
+	default:
+		resp = continueBody(m)
 	}
-	resp := continueBody(m)
-	resp.DynamicMetadata = st.metadata(scheduler.Decision{Instance: id})
+	resp.DynamicMetadata = st.metadata(dec)
 	return resp
 }
 
@@ -187,41 +219,81 @@ func (st *stream) routeAny(headersPhase bool) *extprocv3.ProcessingResponse {
 // leak the first request's load). A chunk that would take the body over
 // limits.max_body_bytes gets 413, on any path, and one that would take the
 // bodies of all streams over limits.max_buffered_bytes gets 429; neither
-// is kept.
+// is kept. In full duplex every chunk is held (it goes back to Envoy after
+// the pin) and none is answered before the body's end.
 func (st *stream) onRequestBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, error) {
 	if st.phase != phaseRequestBody {
 		return nil, st.refuse(msgRequestBody)
 	}
-	chunk, limit := b.GetBody(), st.s.cfg.Limits.MaxBodyBytes
+	if resp := st.collect(b.GetBody(), b.GetEndOfStream()); resp != nil {
+		return resp, nil
+	}
+	switch {
+	case b.GetEndOfStream():
+		return st.bodyEnded(true), nil
+	case st.duplex:
+		return nil, nil
+	}
+	return continueBody(nil), nil
+}
+
+// collect takes one body chunk, or answers the request with 413 or 429.
+func (st *stream) collect(chunk []byte, eos bool) *extprocv3.ProcessingResponse {
+	limit := st.s.cfg.Limits.MaxBodyBytes
 	if len(chunk) > limit-st.size {
 		st.s.m.rejections.WithLabelValues(limitBody).Inc()
-		return st.fail(bodyTooLarge(limit)), nil
+		return st.fail(bodyTooLarge(limit))
 	}
 	st.size += len(chunk)
-	if st.kind != openai.KindOther && len(chunk) > 0 {
-		if !st.s.bounds.reserve(len(chunk)) {
-			st.s.m.rejections.WithLabelValues(limitBuffered).Inc()
-			return st.fail(errBufferFull), nil
-		}
-		st.held += len(chunk)
-		if st.body == nil && b.GetEndOfStream() {
-			st.body = chunk // the whole body in one message (BUFFERED): no copy
-		} else {
-			st.body = append(st.body, chunk...)
-		}
+	if (st.kind == openai.KindOther && !st.duplex) || len(chunk) == 0 {
+		return nil
 	}
-	if !b.GetEndOfStream() {
-		return continueBody(nil), nil
+	if !st.s.bounds.reserve(len(chunk)) {
+		st.s.m.rejections.WithLabelValues(limitBuffered).Inc()
+		return st.fail(errBufferFull)
 	}
+	st.held += len(chunk)
+	if st.body == nil && eos {
+		st.body = chunk // the whole body in one message (BUFFERED): no copy
+	} else {
+		st.body = append(st.body, chunk...)
+	}
+	return nil
+}
+
+// bodyEnded routes the request whose body has ended: with end_of_stream
+// (eos), or with request trailers. In full duplex the body then goes back
+// to Envoy after the pin.
+func (st *stream) bodyEnded(eos bool) *extprocv3.ProcessingResponse {
+	var resp *extprocv3.ProcessingResponse
 	if st.kind == openai.KindOther {
-		return st.routeAny(false), nil
+		resp = st.routeAny()
+	} else {
+		resp = st.route()
 	}
+	if st.phase != phaseDispatched {
+		return resp // an immediate response, or the stream is gone
+	}
+	if st.duplex {
+		st.echoRequest(eos)
+	} else {
+		st.dropBody()
+	}
+	return resp
+}
+
+// route parses and tokenizes the body and routes the request, waiting in
+// the router queue if need be; it answers with the pin, or with the error.
+// A nil answer means the stream is gone.
+func (st *stream) route() *extprocv3.ProcessingResponse {
 	start := time.Now()
 	r, err := st.prepare()
-	st.dropBody() // what routing needs of it is in r
+	if !st.duplex {
+		st.dropBody() // what routing needs of it is in r
+	}
 	st.s.m.tokenize.Observe(time.Since(start).Seconds())
 	if err != nil {
-		return st.fail(err), nil
+		return st.fail(err)
 	}
 	p := st.pool
 	start = time.Now()
@@ -231,11 +303,10 @@ func (st *stream) onRequestBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingRes
 		// cancelled while waiting.
 		if st.ctx.Err() != nil {
 			st.phase = phaseFailed
-			return nil, nil // the stream is gone
+			return nil // the stream is gone
 		}
-		return st.fail(err), nil
+		return st.fail(err)
 	}
-	st.phase = phaseDispatched
 	st.req, st.dec, st.dispatched, st.owes = r, dec, time.Now(), owesResponse
 	if dec.Waited > 0 {
 		st.s.m.queueWait.WithLabelValues(p.name).Observe(dec.Waited.Seconds())
@@ -245,17 +316,21 @@ func (st *stream) onRequestBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingRes
 	st.s.m.decisions.WithLabelValues(p.name, p.policy, dec.Reason.String()).Inc()
 	st.s.m.promptTok.WithLabelValues(p.name).Add(float64(r.Tokens))
 	st.s.m.cachedTok.WithLabelValues(p.name).Add(float64(dec.CachedTokens))
-	resp := continueBody(st.pin(dec))
-	resp.DynamicMetadata = st.metadata(dec)
-	return resp, nil
+	return st.forward(dec)
 }
 
 // onRequestTrailers ends a request whose body had no end-of-stream message
-// (trailers follow the last chunk): it is not routed, and Envoy forwards it
-// without a pin, as it would a request the router never saw.
+// (trailers follow the last chunk). In full duplex the body is complete:
+// the request is routed as at an end-of-stream chunk, and the trailers
+// answer follows the echoed body. Otherwise the request is not routed, and
+// Envoy forwards it without a pin, as it would a request the router never
+// saw (its body answers were already sent).
 func (st *stream) onRequestTrailers() (*extprocv3.ProcessingResponse, error) {
 	if st.phase != phaseRequestBody {
 		return nil, st.refuse(msgRequestTrailers)
+	}
+	if st.duplex {
+		return st.bodyEnded(false), nil
 	}
 	st.phase = phaseDispatched
 	st.dropBody()
@@ -382,9 +457,9 @@ func (st *stream) responseStarted(code int, served string) {
 	}
 	ok := code >= 200 && code < 300
 	switch {
-	case ok && st.s.cfg.Routing.ResponseBody == "streamed" && st.streaming:
+	case ok && st.responseBodyComes() && st.streaming:
 		st.owes = owesFirstChunk // first token and end come with the body
-	case ok && st.s.cfg.Routing.ResponseBody == "streamed":
+	case ok && st.responseBodyComes():
 		st.owes = owesBodyEnd // the end comes with the body
 	case ok && st.streaming:
 		st.settle(false) // headers are the best first-token signal we get
@@ -431,6 +506,9 @@ func (st *stream) onResponseBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingRe
 	if b.GetEndOfStream() && (st.owes == owesFirstChunk || st.owes == owesBodyEnd) {
 		st.settle(true)
 	}
+	if st.duplexResponse {
+		return st.echoResponse(b.GetBody(), b.GetEndOfStream()), nil
+	}
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{}}}, nil
 }
 
@@ -460,6 +538,7 @@ func (st *stream) settle(done bool) {
 // or a message was refused. It releases whatever the request still holds
 // in the scheduler (only a dispatched request is ever held: Complete).
 func (st *stream) finish() {
+	st.echo = echo{}
 	st.dropBody()
 	if st.owes != owesNothing {
 		st.settle(true)
