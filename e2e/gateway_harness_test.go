@@ -34,6 +34,9 @@ type gatewayOptions struct {
 	// edit changes the rendered router configuration (after the ports):
 	// pairs of old, new text, each old found exactly once.
 	edit []string
+	// envoyEdit changes the rendered bootstrap: pairs of old, new text,
+	// every occurrence of old (at least one) replaced.
+	envoyEdit func(s *stack) []string
 }
 
 // replaceOnce replaces old by new in s, failing the test unless old occurs
@@ -113,6 +116,15 @@ func startGateway(t testing.TB, o gatewayOptions) *gatewayStack {
 	boot = replaceOnce(t, "envoy/gateway-epp.yaml", boot, "port_value: 9901", fmt.Sprintf("port_value: %d", admin))
 	boot = replaceOnce(t, "envoy/gateway-epp.yaml", boot, `["127.0.0.1:8001", "127.0.0.1:8002"]`,
 		fmt.Sprintf("[%q, %q]", s.engines[0].addr, s.engines[1].addr))
+	if o.envoyEdit != nil {
+		edit := o.envoyEdit(s)
+		for i := 0; i+1 < len(edit); i += 2 {
+			if !strings.Contains(boot, edit[i]) {
+				t.Fatalf("envoy/gateway-epp.yaml: %q not found", edit[i])
+			}
+			boot = strings.ReplaceAll(boot, edit[i], edit[i+1])
+		}
+	}
 	envoyCfg := filepath.Join(s.dir, "envoy.yaml")
 	if err := os.WriteFile(envoyCfg, []byte(boot), 0o644); err != nil {
 		t.Fatal(err)
