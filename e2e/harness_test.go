@@ -177,6 +177,9 @@ type stackOptions struct {
 	redis            string // Redis address: the routers share state through it
 	envoyConfig      string // the file in envoy/ (default front-proxy.yaml)
 	mode             string // routing.mode (default the router's)
+	// envoyRewrite, when set, changes the rendered Envoy configuration
+	// (e.g. the ext_proc processing mode).
+	envoyRewrite func(string) string
 }
 
 func startStack(t testing.TB, o stackOptions) *stack {
@@ -247,6 +250,9 @@ func startStack(t testing.TB, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	rendered := renderFrontProxy(string(src), listen, admin, routerPorts, enginePorts)
+	if o.envoyRewrite != nil {
+		rendered = o.envoyRewrite(rendered)
+	}
 	envoyCfg := filepath.Join(s.dir, "envoy.yaml")
 	if err := os.WriteFile(envoyCfg, []byte(rendered), 0o644); err != nil {
 		t.Fatal(err)

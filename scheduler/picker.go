@@ -14,6 +14,7 @@ import (
 // instance).
 type picker struct {
 	members    []*instance
+	index      map[string]int32 // member index by id
 	ready      []bool
 	nready     int
 	rings      *ringSet
@@ -45,14 +46,18 @@ func (p *picker) sloOf(r *Request) time.Duration {
 // are returned by value; the policy sees them, and its view, through
 // scratch space in r, so nothing escapes to the heap.
 func (p *picker) choose(r *Request, now time.Duration) (choice, [maxCandidates]int32, int, error) {
-	if p.nready == 0 {
+	ready, nready := p.ready, p.nready
+	if len(r.Only) > 0 {
+		ready, nready = p.restrict(r)
+	}
+	if nready == 0 {
 		return choice{}, [maxCandidates]int32{}, 0, ErrNoEndpoint
 	}
-	n := p.rings.candidates(r.key, p.ready, &r.pcands)
+	n := p.rings.candidates(r.key, ready, &r.pcands)
 	r.pview = view{
 		members:   p.members,
-		ready:     p.ready,
-		nready:    p.nready,
+		ready:     ready,
+		nready:    nready,
 		rings:     p.rings,
 		blockSize: p.blockSize,
 		now:       now,
@@ -60,10 +65,28 @@ func (p *picker) choose(r *Request, now time.Duration) (choice, [maxCandidates]i
 	}
 	cands := r.pcands
 	ch, err := p.policy.pick(&r.pview, r, r.pcands[:n])
-	if err == nil && (ch.inst < 0 || int(ch.inst) >= len(p.members) || !p.ready[ch.inst]) {
+	if err == nil && (ch.inst < 0 || int(ch.inst) >= len(p.members) || !ready[ch.inst]) {
 		err = fmt.Errorf("scheduler: policy %s chose member %d, which is not ready", p.policyName, ch.inst)
 	}
 	return ch, cands, n, err
+}
+
+// restrict returns the ready flags of the members r.Only names, and how
+// many are set, in r's mask.
+func (p *picker) restrict(r *Request) ([]bool, int) {
+	if cap(r.mask) < len(p.members) {
+		r.mask = make([]bool, len(p.members))
+	}
+	m := r.mask[:len(p.members)]
+	clear(m)
+	n := 0
+	for _, id := range r.Only {
+		if i, ok := p.index[id]; ok && p.ready[i] && !m[i] {
+			m[i] = true
+			n++
+		}
+	}
+	return m, n
 }
 
 // fallback returns the instance to report as r's failover target.
@@ -84,6 +107,7 @@ func (p *picker) fallback(ch choice, cands []int32) *instance {
 func (s *Scheduler) publish() {
 	s.pick.Store(&picker{
 		members:    s.members,
+		index:      s.index,
 		ready:      s.ready,
 		nready:     s.nready,
 		rings:      s.rings,

@@ -46,6 +46,10 @@ import (
 // Queue.MaxWait.
 var ErrQueueTimeout = errors.New("scheduler: queue wait limit exceeded")
 
+// ErrShed is returned for a sheddable request (Request.Priority < 0) that
+// would have to wait in a router queue.
+var ErrShed = errors.New("scheduler: sheddable request shed: the instances are saturated")
+
 // QueueConfig configures the router-side queues. Zero values mean defaults.
 type QueueConfig struct {
 	// Budget is the pending prefill, in tokens, an instance may hold before
@@ -210,19 +214,21 @@ func (s *Scheduler) late(in *instance, r *Request, now time.Duration) bool {
 	return left < min(in.est.cost(), s.cfg.Cost.PerToken)*float64(r.uncached)
 }
 
-// top returns the index of the request to dispatch next from in's queue.
-// It also refreshes in.lateTokens, the queued tokens of late requests.
+// top returns the index of the request to dispatch next from in's queue:
+// the highest Request.Priority first, then the queue order (priority). It
+// also refreshes in.lateTokens, the queued tokens of late requests.
 func (s *Scheduler) top(in *instance, now time.Duration) int {
 	best := 0
 	bp := math.Inf(-1)
+	bclass := math.MinInt
 	late := 0
 	for i, r := range in.queue {
 		p := s.priority(in, r, now)
 		if p < -lateRank/2 {
 			late += r.uncached
 		}
-		if p > bp || (p == bp && r.enqueued < in.queue[best].enqueued) {
-			best, bp = i, p
+		if r.Priority > bclass || r.Priority == bclass && (p > bp || (p == bp && r.enqueued < in.queue[best].enqueued)) {
+			best, bp, bclass = i, p, r.Priority
 		}
 	}
 	in.lateTokens.set(late)

@@ -183,7 +183,7 @@ func (s *Scheduler) bestMove(r *Request, src *instance, srcLoad int, now time.Du
 	var best Move
 	found := false
 	try := func(to *instance) {
-		if to == src || !to.ready() {
+		if to == src || !to.ready() || !r.allows(to) {
 			return
 		}
 		cached := to.cachedTokens(r, s.cfg.BlockSize)

@@ -69,13 +69,21 @@ func (s *Scheduler) LocalLoad(dst map[string]Load) {
 // AnyReady returns a ready instance for requests that carry no prompt
 // (model listings, health probes): the (n mod ready)-th ready member, so
 // callers spread them by passing a counter or a request hash.
-func (s *Scheduler) AnyReady(n uint64) (string, error) {
+func (s *Scheduler) AnyReady(n uint64) (string, error) { return s.AnyReadyOf(n, nil) }
+
+// AnyReadyOf is AnyReady among the members only names (all when only is
+// empty); ErrNoEndpoint when none of them is ready.
+func (s *Scheduler) AnyReadyOf(n uint64, only []string) (string, error) {
 	p := s.pick.Load()
-	if p.nready == 0 {
+	ready, nready := p.ready, p.nready
+	if len(only) > 0 {
+		ready, nready = p.restrict(&Request{Only: only})
+	}
+	if nready == 0 {
 		return "", ErrNoEndpoint
 	}
-	k := int(n % uint64(p.nready))
-	for i, ok := range p.ready {
+	k := int(n % uint64(nready))
+	for i, ok := range ready {
 		if ok {
 			if k == 0 {
 				return p.members[i].ID, nil

@@ -36,6 +36,18 @@ type Request struct {
 	// (session affinity): every request of a session gets the same
 	// candidates, and the key-depth table is not consulted (KeyDepth 0).
 	Session uint64
+	// Only, when not empty, restricts the request to these instance ids
+	// (a gateway's subset hint): it is routed, re-routed and migrated only
+	// among the ready members named, and fails with ErrNoEndpoint when
+	// none is. Routing such a request fills a per-request mask (allocated
+	// on its first decision); requests without it do not allocate.
+	Only []string
+	// Priority orders requests in the router queues: a higher priority is
+	// dispatched first (within a priority, the queue's own order applies),
+	// and a request with a negative priority is sheddable: it fails with
+	// ErrQueueTimeout at once instead of waiting in a router queue.
+	// Default 0.
+	Priority int
 
 	dec        Decision // where it went; changes when dispatched, migrated or re-routed
 	state      reqState
@@ -58,6 +70,20 @@ type Request struct {
 	// on the heap, so the policy's view of it does not allocate.
 	pview  view
 	pcands [maxCandidates]int32
+	mask   []bool // the ready flags restricted to Only (see picker.restrict)
+}
+
+// allows reports whether r may go to in.
+func (r *Request) allows(in *instance) bool {
+	if len(r.Only) == 0 {
+		return true
+	}
+	for _, id := range r.Only {
+		if id == in.ID {
+			return true
+		}
+	}
+	return false
 }
 
 // setInst moves r to in. The caller holds the lock of r's instance, if it

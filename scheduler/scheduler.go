@@ -154,7 +154,8 @@ type Scheduler struct {
 	mu      sync.Mutex // guards every field below; see above for what else
 	members []*instance
 	byID    map[string]*instance
-	ready   []bool // never changed once published: refreshReady makes a new one
+	index   map[string]int32 // members' indexes by id; replaced, never changed, when membership changes
+	ready   []bool           // never changed once published: refreshReady makes a new one
 	nready  int
 	rings   *ringSet
 	seq     uint64 // instances created so far
@@ -299,6 +300,14 @@ func (s *Scheduler) place(r *Request, now time.Duration, w Waiter) (Decision, re
 			continue
 		}
 		s.assign(r, in, now)
+		if r.state == stateQueued && r.Priority < 0 {
+			// Sheddable: it does not wait.
+			s.dequeue(r)
+			r.state = stateDone
+			s.stats.Failed.Add(1)
+			in.mu.Unlock()
+			return Decision{}, 0, ErrShed
+		}
 		if r.state == stateQueued {
 			r.waiter = w
 		}
@@ -533,6 +542,10 @@ func (s *Scheduler) SetInstances(list []Instance) error {
 		ids[i], weights[i] = spec.ID, spec.Weight
 	}
 	s.members = members
+	s.index = make(map[string]int32, len(members))
+	for i, in := range members {
+		s.index[in.ID] = int32(i)
+	}
 	rings := newRingSet(s.cfg.Candidates, ids, weights, s.cfg.VirtualNodes)
 	s.rings = &rings
 	s.added = make([]int, len(members))

@@ -21,9 +21,16 @@ type Config struct {
 	SLO     SLO     `yaml:"slo"`
 	Limits  Limits  `yaml:"limits"`
 	Routing Routing `yaml:"routing"`
-	Health  Health  `yaml:"health"`
-	State   State   `yaml:"state"`
-	Log     Log     `yaml:"log"`
+	// Objectives map the inference objective a request names (header
+	// x-llm-d-inference-objective, or the older
+	// x-gateway-inference-objective) to its priority, as a Gateway API
+	// Inference Extension InferenceObjective does: a higher priority waits
+	// less in the router queues; a negative one is sheddable (429 instead
+	// of waiting). An objective not listed, or none, is priority 0.
+	Objectives map[string]int `yaml:"objectives"`
+	Health     Health         `yaml:"health"`
+	State      State          `yaml:"state"`
+	Log        Log            `yaml:"log"`
 }
 
 // Listen are the addresses the router serves on. Both default to loopback:
@@ -216,9 +223,12 @@ type Limits struct {
 type Routing struct {
 	// Header carries the decision (default x-gateway-destination-endpoint).
 	Header string `yaml:"header"`
-	// Mode: "override-host" (default: "primary,fallback" and envoy.lb
-	// metadata, for the override_host load-balancing policy) or
-	// "original-dst" (one address, for an ORIGINAL_DST cluster).
+	// Mode: "override-host" (default: "primary,fallback", for the
+	// override_host load-balancing policy, which retries on the fallback)
+	// or "original-dst" (a single endpoint, for an ORIGINAL_DST cluster,
+	// which does not understand a list: the mode for gateways such as
+	// Envoy AI Gateway). Either way the header and the envoy.lb dynamic
+	// metadata carry identical values.
 	Mode string `yaml:"mode"`
 	// DebugHeaders adds x-dualmap-instance, x-dualmap-reason and
 	// x-dualmap-cached-tokens to responses: a debugging aid that tells any

@@ -90,6 +90,8 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"queue order", minimal + "limits: {queue_order: fifo}\n", "limits.queue_order"},
 		{"late requests", minimal + "limits: {late_requests: drop}\n", "limits.late_requests"},
 		{"max running", minimal + "limits: {max_running: -1}\n", "limits.max_running"},
+		{"objective priority", minimal + "objectives: {batch: 2000000000}\n", "objectives.batch"},
+		{"objective not a number", minimal + "objectives: {batch: low}\n", "objectives"},
 		{"not yaml", "pools: [\n", "pools"},
 	}
 	for _, tt := range tests {
@@ -164,6 +166,24 @@ func TestEnvOverrides(t *testing.T) {
 	}
 	if c.Listen.GRPC != "127.0.0.1:7000" || c.Log.Level != "debug" {
 		t.Errorf("env overrides not applied: %+v", c)
+	}
+}
+
+func TestObjectivesAndTTFT(t *testing.T) {
+	c, err := Parse([]byte(minimal+"objectives: {critical: 10, batch: -1}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int{"critical": 10, "batch": -1, "unknown": 0, "": 0} {
+		if got := c.PriorityOf(name); got != want {
+			t.Errorf("PriorityOf(%q) = %d, want %d", name, got, want)
+		}
+	}
+	for in, want := range map[string]time.Duration{"250": 250 * time.Millisecond, " 1 ": time.Millisecond, "0": 0, "1e3": 0, "3600001": 0, "": 0} {
+		got, err := TTFTMillis(in)
+		if got != want || (err != nil) != (want == 0) || (err != nil && !strings.Contains(err.Error(), "x-llm-d-slo-ttft-ms")) {
+			t.Errorf("TTFTMillis(%q) = %v, %v; want %v", in, got, err, want)
+		}
 	}
 }
 

@@ -150,6 +150,14 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
+	for name, p := range c.Objectives {
+		if name == "" || len(name) > MaxObjectiveName {
+			return invalid("objectives."+name, "want a name of 1 to %d bytes", MaxObjectiveName)
+		}
+		if p < -MaxPriority || p > MaxPriority {
+			return invalid("objectives."+name, "priority must be in [-%d, %d], got %d", MaxPriority, MaxPriority, p)
+		}
+	}
 	for name, d := range c.SLO.Classes {
 		if name == "" || d <= 0 {
 			return invalid("slo.classes."+name, "want a name and a positive duration, got %v", d)
@@ -284,6 +292,28 @@ func (c Config) validScheduler(at string, p Pool) error {
 		return invalid(at, "%v", err)
 	}
 	return nil
+}
+
+// Bounds of the request controls.
+const (
+	MaxObjectiveName = 253       // bytes of an objective's name
+	MaxPriority      = 1 << 30   // |priority| of an objective
+	MaxTTFTMillis    = 3_600_000 // x-llm-d-slo-ttft-ms: one hour
+	ttftHeaderName   = "x-llm-d-slo-ttft-ms"
+)
+
+// PriorityOf returns the priority of the inference objective named
+// (0 for none or one not configured).
+func (c Config) PriorityOf(objective string) int { return c.Objectives[objective] }
+
+// TTFTMillis parses the x-llm-d-slo-ttft-ms header: a whole number of
+// milliseconds in [1, MaxTTFTMillis].
+func TTFTMillis(v string) (time.Duration, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 1 || n > MaxTTFTMillis {
+		return 0, fmt.Errorf("%s: %q is not a whole number of milliseconds in [1, %d]", ttftHeaderName, v, MaxTTFTMillis)
+	}
+	return time.Duration(n) * time.Millisecond, nil
 }
 
 // SLOFor resolves an SLO header value: a class name or a Go duration

@@ -1,5 +1,7 @@
 // Package extproc is the Envoy external-processing (ext_proc) server: it
-// receives each HTTP request's headers and buffered body over a gRPC stream,
+// receives each HTTP request's headers and body over a gRPC stream (buffered,
+// or full-duplex streamed as Gateway API Inference Extension gateways send
+// it: duplex.go; the gateways' metadata and request controls: gateway.go),
 // parses OpenAI-style bodies, tokenizes the prompt, asks the scheduler where
 // the request goes, and answers with a header (and envoy.lb dynamic
 // metadata) that pins the upstream endpoint. It holds requests that must

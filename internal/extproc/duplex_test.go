@@ -393,3 +393,67 @@ limits:
 		t.Fatalf("late answer = %v, want 429", im)
 	}
 }
+
+// The scheduler calls of full-duplex streams, streaming (SSE) and not:
+// the first non-empty response chunk of a streaming answer is its first
+// token, the body's end completes it; a plain answer completes at its end;
+// a response body mode of NONE takes the headers as the first token and
+// the stream's end as completion.
+func TestFullDuplexStreamCalls(t *testing.T) {
+	none := &extprocv3.ProtocolConfiguration{RequestBodyMode: duplexConfig.RequestBodyMode}
+	tests := []struct {
+		name  string
+		pc    *extprocv3.ProtocolConfiguration
+		body  string
+		msgs  []*extprocv3.ProcessingRequest
+		calls string
+	}{
+		{"SSE", duplexConfig, chat("m", "hi", true), []*extprocv3.ProcessingRequest{ok200, respBodyMsg("", false), respBodyMsg("data: {}\n\n", false), respBodyMsg("data: [DONE]\n\n", true)},
+			"enqueue first_token complete"},
+		{"SSE ended by trailers", duplexConfig, chat("m", "hi", true), []*extprocv3.ProcessingRequest{ok200, respBodyMsg("data: {}\n\n", false), respTrailersMsg()},
+			"enqueue first_token complete"},
+		{"non-streaming", duplexConfig, chat("m", "hi", false), []*extprocv3.ProcessingRequest{ok200, respBodyMsg(`{"choices":[]}`, true)},
+			"enqueue complete"},
+		{"response body NONE", none, chat("m", "hi", true), []*extprocv3.ProcessingRequest{ok200},
+			"enqueue first_token complete"},
+		{"503", duplexConfig, chat("m", "hi", true), []*extprocv3.ProcessingRequest{err503, respBodyMsg("oops", true)},
+			"enqueue complete"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, f, _ := fakeStream(t, "none") // the announced modes win over routing.response_body
+			h := reqHeadersMsg(false, duplexPost...)
+			h.ProtocolConfig = tt.pc
+			if r, err := st.handle(h); r != nil || err != nil {
+				t.Fatalf("request headers answered %v, %v before the body", r, err)
+			}
+			r, err := st.handle(reqBodyMsg(tt.body, true))
+			if err != nil || r.GetRequestHeaders() == nil {
+				t.Fatalf("body end answered %v, %v; want the held headers answer", r, err)
+			}
+			drain(st)
+			for _, m := range tt.msgs {
+				r, err := st.handle(m)
+				if err != nil || !answers(kindOf(m), r) {
+					t.Fatalf("handle(%s) = %v, %v", kindOf(m), r, err)
+				}
+				if kindOf(m) == msgResponseBody && tt.pc == duplexConfig {
+					if sb := r.GetResponseBody().GetResponse().GetBodyMutation().GetStreamedResponse(); sb == nil || string(sb.Body) != string(m.GetResponseBody().GetBody()) {
+						t.Fatalf("response chunk echoed as %v", r)
+					}
+				}
+				drain(st)
+			}
+			st.finish()
+			if got := strings.Join(f.calls, " "); got != tt.calls {
+				t.Errorf("scheduler calls = %q, want %q", got, tt.calls)
+			}
+		})
+	}
+}
+
+// drain takes what the stream owes after its last answer.
+func drain(st *stream) {
+	for st.next() != nil {
+	}
+}

@@ -10,9 +10,11 @@ import (
 	"sync"
 	"testing"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/dualmap/dualmap/scheduler"
 )
@@ -411,7 +413,7 @@ func (f *fakeFlow) Complete(r *scheduler.Request) {
 	delete(f.held, r)
 }
 
-func (f *fakeFlow) AnyReady(uint64) (string, error) {
+func (f *fakeFlow) AnyReadyOf(uint64, []string) (string, error) {
 	f.calls = append(f.calls, "any")
 	return "10.0.0.3:8000", nil
 }
@@ -539,13 +541,23 @@ func fuzzMessage(b byte) *extprocv3.ProcessingRequest {
 	eos, v := b&0x08 != 0, b>>4
 	switch b & 0x07 {
 	case 1:
+		var m *extprocv3.ProcessingRequest
 		switch v % 3 {
 		case 0:
-			return reqHeadersMsg(eos, ":method", "POST", ":path", "/v1/chat/completions", "content-type", "application/json")
+			m = reqHeadersMsg(eos, ":method", "POST", ":path", "/v1/chat/completions", "content-type", "application/json")
 		case 1:
-			return reqHeadersMsg(eos, ":method", "GET", ":path", "/v1/models")
+			m = reqHeadersMsg(eos, ":method", "GET", ":path", "/v1/models")
+		default:
+			m = reqHeadersMsg(eos, ":method", "POST", ":path", "/v1/embeddings", "content-type", "application/json")
 		}
-		return reqHeadersMsg(eos, ":method", "POST", ":path", "/v1/embeddings", "content-type", "application/json")
+		// The gateway's subset hint: none, one member, empty, strangers.
+		hints := []*structpb.Value{nil, structpb.NewStringValue("10.0.0.2:8000"), structpb.NewStringValue(""),
+			structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{structpb.NewStringValue("6.6.6.6:80")}})}
+		if h := hints[(v/3)%4]; h != nil {
+			m.MetadataContext = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
+				subsetNamespace: {Fields: map[string]*structpb.Value{subsetKey: h}}}}
+		}
+		return m
 	case 2:
 		return reqBodyMsg([]string{chat("m", "hi", true), chat("m", "hi", false), "", `{"model":`}[v%4], eos)
 	case 3:

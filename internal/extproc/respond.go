@@ -72,6 +72,12 @@ func classify(err error, retryAfter time.Duration) httpError {
 		return httpError{status: 404, kind: "model_not_found", body: errorJSON(err.Error(), "invalid_request_error", "model", "model_not_found")}
 	case errors.Is(err, errBadSLO):
 		return httpError{status: 400, kind: "bad_request", body: errorJSON(err.Error(), "invalid_request_error", "", "bad_slo")}
+	case errors.Is(err, errSubset):
+		return httpError{status: 503, kind: "subset", retryAfter: retryAfter,
+			body: errorJSON(err.Error(), "service_unavailable", "", "no_endpoint_in_subset")}
+	case errors.Is(err, scheduler.ErrShed):
+		return httpError{status: 429, kind: "shed", retryAfter: retryAfter,
+			body: errorJSON("the model servers are saturated and the request's objective is sheddable; retry later", "rate_limit_exceeded", "", "shed")}
 	case errors.Is(err, scheduler.ErrNoEndpoint):
 		return httpError{status: 503, kind: "no_endpoint", retryAfter: retryAfter,
 			body: errorJSON("no healthy model server is available", "service_unavailable", "", "no_healthy_upstream")}
@@ -117,6 +123,9 @@ func immediate(e httpError) *extprocv3.ProcessingResponse {
 	}
 	if e.retryAfter > 0 {
 		headers = append(headers, header("retry-after", strconv.Itoa(max(1, int(e.retryAfter.Round(time.Second)/time.Second)))))
+	}
+	if e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable {
+		headers = append(headers, header(droppedHeader, e.kind)) // why it was shed
 	}
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
 		ImmediateResponse: &extprocv3.ImmediateResponse{

@@ -131,7 +131,7 @@ func (s *Server) poolFor(model string) (*pool, error) {
 // Ready reports whether every pool has at least one ready instance.
 func (s *Server) Ready() error {
 	for _, p := range s.pools {
-		if _, err := p.sched.AnyReady(0); err != nil {
+		if _, err := p.sched.AnyReadyOf(0, nil); err != nil {
 			return fmt.Errorf("pool %s: %w", p.name, err)
 		}
 	}

@@ -30,7 +30,7 @@ type flow interface {
 	EnqueueAndWait(ctx context.Context, r *scheduler.Request) (scheduler.Decision, error)
 	FirstToken(r *scheduler.Request)
 	Complete(r *scheduler.Request)
-	AnyReady(n uint64) (string, error)
+	AnyReadyOf(n uint64, only []string) (string, error)
 }
 
 // owed is what a stream still owes its scheduler about the request it
@@ -56,6 +56,9 @@ type stream struct {
 
 	method, path, contentType string
 	sloHeader, session        string
+	ttftHeader                string      // x-llm-d-slo-ttft-ms
+	priority                  int         // of the inference objective named
+	subset                    []string    // the gateway's subset hint (gateway.go)
 	kind                      openai.Kind // of method and path
 	// The request body: size bytes so far, of which body holds those of an
 	// inference request (the others are not read) until it is routed; held
@@ -99,13 +102,13 @@ func (st *stream) handle(req *extprocv3.ProcessingRequest) (*extprocv3.Processin
 	}
 	switch v := req.GetRequest().(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
-		return st.onRequestHeaders(v.RequestHeaders)
+		return st.onRequestHeaders(v.RequestHeaders, req.GetMetadataContext())
 	case *extprocv3.ProcessingRequest_RequestBody:
 		return st.onRequestBody(v.RequestBody)
 	case *extprocv3.ProcessingRequest_RequestTrailers:
 		return st.onRequestTrailers()
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
-		return st.onResponseHeaders(v.ResponseHeaders)
+		return st.onResponseHeaders(v.ResponseHeaders, req.GetMetadataContext())
 	case *extprocv3.ProcessingRequest_ResponseBody:
 		return st.onResponseBody(v.ResponseBody)
 	case *extprocv3.ProcessingRequest_ResponseTrailers:
@@ -128,10 +131,15 @@ func headerValue(h *corev3.HeaderValue) string {
 	return h.GetValue()
 }
 
-func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, error) {
+func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata) (*extprocv3.ProcessingResponse, error) {
 	if st.phase != phaseRequestHeaders {
 		return nil, st.refuse(msgRequestHeaders)
 	}
+	subset, err := subsetHint(md)
+	if err != nil {
+		return st.fail(err), nil
+	}
+	st.subset = subset
 	cfg := &st.s.cfg.Routing
 	for _, kv := range h.GetHeaders().GetHeaders() {
 		switch strings.ToLower(kv.GetKey()) {
@@ -147,6 +155,10 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Process
 			st.contentType = headerValue(kv)
 		case cfg.SLOHeader:
 			st.sloHeader = headerValue(kv)
+		case ttftHeader:
+			st.ttftHeader = headerValue(kv)
+		case objectiveHeader, legacyObjectiveHeader:
+			st.priority = st.s.cfg.PriorityOf(headerValue(kv))
 		case cfg.SessionHeader:
 			if cfg.SessionHeader != "" {
 				st.session = headerValue(kv)
@@ -183,7 +195,7 @@ func (st *stream) routeAny() *extprocv3.ProcessingResponse {
 	if p == nil {
 		p = st.s.pools[0]
 	}
-	id, err := p.flow.AnyReady(st.s.seq.Add(1))
+	id, err := p.flow.AnyReadyOf(st.s.seq.Add(1), st.subset)
 	if err != nil {
 		return st.fail(err)
 	}
@@ -351,9 +363,9 @@ func (st *stream) prepare() (*scheduler.Request, error) {
 	}
 	st.pool = p
 	st.streaming = body.Stream
-	slo, err := cfg.SLOFor(st.sloHeader)
+	slo, err := st.slo()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", errBadSLO, cfg.Routing.SLOHeader, err)
+		return nil, err
 	}
 	var prompt tokenize.Prompt
 	if len(body.Messages) > 0 {
@@ -368,7 +380,7 @@ func (st *stream) prepare() (*scheduler.Request, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errTokenize, err)
 	}
-	r := &scheduler.Request{Blocks: prompt.Blocks, Tokens: prompt.Tokens, SLO: slo}
+	r := &scheduler.Request{Blocks: prompt.Blocks, Tokens: prompt.Tokens, SLO: slo, Only: st.subset, Priority: st.priority}
 	if st.session != "" {
 		r.Session = hashing.SessionKey(st.session)
 	}
@@ -388,10 +400,9 @@ func (st *stream) pin(dec scheduler.Decision) *extprocv3.HeaderMutation {
 	return &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{header(st.s.cfg.Routing.Header, st.destination(dec))}}
 }
 
+// metadata is the envoy.lb dynamic metadata of the pin: the same value as
+// its header, as the endpoint picker protocol asks.
 func (st *stream) metadata(dec scheduler.Decision) *structpb.Struct {
-	if st.s.cfg.Routing.Mode != config.ModeOverrideHost {
-		return nil
-	}
 	return lbMetadata(st.s.cfg.Routing.Header, st.destination(dec))
 }
 
@@ -404,7 +415,7 @@ const upstreamHostHeader = "x-dualmap-upstream-host"
 // dispatched request, or Envoy's own answer to one whose body it never
 // delivered (a local reply, e.g. 413 over its buffer limit), which is
 // attributed to nothing.
-func (st *stream) onResponseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, error) {
+func (st *stream) onResponseHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata) (*extprocv3.ProcessingResponse, error) {
 	if st.phase != phaseDispatched && st.phase != phaseRequestBody {
 		return nil, st.refuse(msgResponseHeaders)
 	}
@@ -424,6 +435,9 @@ func (st *stream) onResponseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Proces
 		case upstreamHostHeader:
 			served = headerValue(kv)
 		}
+	}
+	if v := servedMetadata(md); v != "" {
+		served = v // the proxy's own report; the route header is the fallback
 	}
 	if st.owes == owesResponse {
 		st.responseStarted(code, served)
@@ -446,8 +460,12 @@ func (st *stream) responseStarted(code int, served string) {
 	st.s.m.firstByte.WithLabelValues(p.name).Observe(time.Since(st.dispatched).Seconds())
 	served = st.servedBy(served)
 	if served != st.dec.Instance {
-		// Envoy retried on the fallback: the primary was unreachable.
+		// Envoy retried on the fallback: the primary was unreachable. The
+		// prompt's KV is where it was served.
 		st.s.upstreamFailed(p, st.dec.Instance)
+		if code >= 200 && code < 300 {
+			st.s.servedElsewhere(p, served, st.req.Blocks)
+		}
 	}
 	switch {
 	case code >= 500:

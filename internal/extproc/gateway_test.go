@@ -1,0 +1,371 @@
+package extproc
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/dualmap/dualmap/internal/config"
+	"github.com/dualmap/dualmap/scheduler"
+)
+
+// withMetadata sets one filter metadata value on m.
+func withMetadata(m *extprocv3.ProcessingRequest, ns, key string, v *structpb.Value) *extprocv3.ProcessingRequest {
+	m.MetadataContext = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
+		ns: {Fields: map[string]*structpb.Value{key: v}},
+	}}
+	return m
+}
+
+func subsetMsg(m *extprocv3.ProcessingRequest, v *structpb.Value) *extprocv3.ProcessingRequest {
+	return withMetadata(m, subsetNamespace, subsetKey, v)
+}
+
+func listValue(s ...string) *structpb.Value {
+	var vs []*structpb.Value
+	for _, x := range s {
+		vs = append(vs, structpb.NewStringValue(x))
+	}
+	return structpb.NewListValue(&structpb.ListValue{Values: vs})
+}
+
+// pinOf returns the pin of a routed answer (buffered: the body answer;
+// full duplex: the held headers answer) and its envoy.lb metadata.
+func pinAndMetadata(r *extprocv3.ProcessingResponse) (header, metadata string) {
+	m := r.GetRequestBody().GetResponse().GetHeaderMutation()
+	if r.GetRequestHeaders() != nil {
+		m = r.GetRequestHeaders().GetResponse().GetHeaderMutation()
+	}
+	return setHeader(m, "x-gateway-destination-endpoint"),
+		r.GetDynamicMetadata().GetFields()["envoy.lb"].GetStructValue().GetFields()["x-gateway-destination-endpoint"].GetStringValue()
+}
+
+// sendRequest sends one chat with the given metadata value for the subset
+// hint (nil: none), buffered or full duplex, and returns the routing answer.
+func sendRequest(t *testing.T, ts *testServer, c *call, duplex bool, hint *structpb.Value, body string, extra ...string) *extprocv3.ProcessingResponse {
+	t.Helper()
+	kv := append(append([]string{}, duplexPost...), extra...)
+	h := reqHeadersMsg(false, kv...)
+	if duplex {
+		h = duplexHeaders(false, kv...)
+	}
+	if hint != nil {
+		subsetMsg(h, hint)
+	}
+	if !duplex {
+		if r := c.send(t, h); r.GetRequestHeaders() == nil {
+			return r // an immediate response
+		}
+		return c.body(t, body)
+	}
+	c.push(t, h)
+	if err := c.stream.Send(reqBodyMsg(body, true)); err != nil {
+		t.Logf("body not sent: %v", err) // the stream ended after an immediate answer
+	}
+	r := c.recv(t)
+	if r.GetRequestHeaders() != nil {
+		readEcho(t, c, len(body))
+	}
+	return r
+}
+
+// The gateway's subset hint, as a list or a comma-separated string, in
+// both body modes: every request is pinned inside it, in the header and
+// the envoy.lb metadata alike; a hint that is empty, names no pool member,
+// names only instances that are down, or is of another type gets 503 with
+// the reason header.
+func TestSubsetHint(t *testing.T) {
+	cfg := parseConfig(t, fourInstances)
+	cfg.Routing.Mode = config.ModeOriginalDst
+	ts := start(t, cfg, false)
+	allowed := []string{"10.0.0.2:8000", "10.0.0.4:8000"}
+	for _, duplex := range []bool{false, true} {
+		for _, tt := range []struct {
+			name string
+			hint *structpb.Value
+		}{
+			{"list", listValue(allowed...)},
+			{"comma string", structpb.NewStringValue(" 10.0.0.2:8000,10.0.0.4:8000 ")},
+			{"list with a stranger", listValue("10.0.0.2:8000", "10.9.9.9:1", "10.0.0.4:8000")},
+		} {
+			t.Run(fmt.Sprintf("%s duplex=%v", tt.name, duplex), func(t *testing.T) {
+				seen := map[string]bool{}
+				for i := 0; i < 24; i++ {
+					c := ts.open(t)
+					r := sendRequest(t, ts, c, duplex, tt.hint, uniqueChat(fmt.Sprintf("%s %v %d", tt.name, duplex, i)))
+					h, md := pinAndMetadata(r)
+					if !slices.Contains(allowed, h) || md != h {
+						t.Fatalf("pin = %q, metadata %q; want one of %v in both (answer %v)", h, md, allowed, r)
+					}
+					seen[h] = true
+					c.close()
+				}
+				if len(seen) != 2 {
+					t.Errorf("24 varied prompts went to %v, want both allowed instances", seen)
+				}
+			})
+		}
+		t.Run(fmt.Sprintf("GET duplex=%v", duplex), func(t *testing.T) {
+			for i := 0; i < 8; i++ {
+				c := ts.open(t)
+				h := subsetMsg(reqHeadersMsg(true, ":method", "GET", ":path", "/v1/models"), listValue("10.0.0.3:8000"))
+				if duplex {
+					h.ProtocolConfig = duplexConfig
+				}
+				if got, _ := pinAndMetadata(c.send(t, h)); got != "10.0.0.3:8000" {
+					t.Fatalf("GET pinned to %q, want the subset's 10.0.0.3:8000", got)
+				}
+				c.close()
+			}
+		})
+	}
+	ts.srv.setHealthy(ts.srv.pools[0], "10.0.0.2:8000", false)
+	ts.srv.setHealthy(ts.srv.pools[0], "10.0.0.4:8000", false)
+	for _, duplex := range []bool{false, true} {
+		for _, tt := range []struct {
+			name string
+			hint *structpb.Value
+			kind string
+		}{
+			{"empty list", listValue(), "subset"},
+			{"empty string", structpb.NewStringValue(" , "), "subset"},
+			{"strangers only", listValue("10.9.9.9:1"), "no_endpoint"},
+			{"members down", listValue(allowed...), "no_endpoint"},
+			{"a number", structpb.NewNumberValue(3), "subset"},
+			{"a list of numbers", structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{structpb.NewNumberValue(1)}}), "subset"},
+			{"an overlong entry", structpb.NewStringValue(strings.Repeat("1", 100)), "subset"},
+		} {
+			t.Run(fmt.Sprintf("%s duplex=%v", tt.name, duplex), func(t *testing.T) {
+				c := ts.open(t)
+				defer c.close()
+				im := sendRequest(t, ts, c, duplex, tt.hint, chat("m", "x", false)).GetImmediateResponse()
+				if im == nil || im.GetStatus().GetCode() != 503 {
+					t.Fatalf("answer = %v, want 503", im)
+				}
+				if got := setHeader(im.GetHeaders(), droppedHeader); got != tt.kind {
+					t.Errorf("%s = %q, want %q", droppedHeader, got, tt.kind)
+				}
+			})
+		}
+	}
+}
+
+// The proxy's report of the endpoint that served (metadata_context
+// envoy.lb / x-gateway-destination-endpoint-served) wins over the route
+// header: another member that served takes the prompt into its KV index,
+// and the pinned instance is taken out; a report naming a stranger is
+// ignored.
+func TestServedEndpointMetadata(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		served     string
+		header     string // x-dualmap-upstream-host
+		wantKV     bool   // the other instance got the prompt's KV
+		wantPinned bool   // the pinned instance stays in service
+	}{
+		{"the pinned instance", "", "", false, true},
+		{"another member", "other", "", true, false},
+		{"another member, the header says the pinned one", "other", "pinned", true, false},
+		{"no metadata, the header says another member", "", "other", true, false},
+		{"a stranger", "6.6.6.6:80", "", false, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ts := start(t, parseConfig(t, fourInstances), false)
+			c := ts.open(t)
+			defer c.close()
+			r := ts.post(t, c, "/v1/chat/completions", chat("m", tt.name, false))
+			pinned, _ := pinAndMetadata(r)
+			pinned = strings.Split(pinned, ",")[0]
+			other := "10.0.0.1:8000"
+			if pinned == other {
+				other = "10.0.0.2:8000"
+			}
+			resolve := func(s string) string {
+				switch s {
+				case "other":
+					return other
+				case "pinned":
+					return pinned
+				}
+				return s
+			}
+			kv := []string{":status", "200"}
+			if h := resolve(tt.header); h != "" {
+				kv = append(kv, upstreamHostHeader, h)
+			}
+			m := respHeadersMsg(false, kv...)
+			if s := resolve(tt.served); s != "" {
+				withMetadata(m, servedNamespace, servedKey, structpb.NewStringValue(s))
+			}
+			before := instanceState(ts, other).CachedBlocks
+			c.send(t, m)
+			if got := instanceState(ts, other).CachedBlocks > before; got != tt.wantKV {
+				t.Errorf("%s KV index grew = %v, want %v", other, got, tt.wantKV)
+			}
+			if got := instanceState(ts, pinned).Healthy; got != tt.wantPinned {
+				t.Errorf("pinned %s healthy = %v, want %v", pinned, got, tt.wantPinned)
+			}
+		})
+	}
+}
+
+func instanceState(ts *testServer, id string) (out struct {
+	Healthy      bool
+	CachedBlocks int
+}) {
+	for _, st := range ts.srv.pools[0].sched.Instances() {
+		if st.ID == id {
+			out.Healthy, out.CachedBlocks = st.Healthy, st.CachedBlocks
+		}
+	}
+	return out
+}
+
+// Data-parallel pools: instances that share an IP on several ports are
+// routed, pinned and hinted by ip:port.
+func TestDataParallelPorts(t *testing.T) {
+	ts := start(t, parseConfig(t, `
+pools:
+  - instances:
+      - address: 10.0.0.1:8000
+      - address: 10.0.0.1:8001
+      - address: 10.0.0.1:8002
+      - address: 10.0.0.2:8000
+routing: {mode: original-dst}
+`), false)
+	seen := map[string]bool{}
+	for i := 0; i < 40; i++ {
+		c := ts.open(t)
+		h, _ := pinAndMetadata(ts.post(t, c, "/v1/chat/completions", uniqueChat(fmt.Sprint("dp ", i))))
+		seen[h] = true
+		c.responseHeaders(t, "200")
+		c.close()
+	}
+	if !seen["10.0.0.1:8001"] || !seen["10.0.0.1:8002"] {
+		t.Errorf("40 prompts went to %v, want the ports of 10.0.0.1 used apart", seen)
+	}
+	c := ts.open(t)
+	defer c.close()
+	if h, _ := pinAndMetadata(sendRequest(t, ts, c, true, listValue("10.0.0.1:8002"), chat("m", "hinted", false))); h != "10.0.0.1:8002" {
+		t.Errorf("hinted to 10.0.0.1:8002, pinned %q", h)
+	}
+}
+
+// x-llm-d-inference-objective (or x-gateway-inference-objective) sets the
+// request's priority from objectives: in a saturated pool the higher
+// priority is dispatched first, a sheddable one (negative) gets 429 with
+// the reason header at once, an unknown objective is priority 0.
+func TestObjectivePriority(t *testing.T) {
+	engine := healthyInstance(t)
+	ts := start(t, parseConfig(t, `
+pools:
+  - instances: [{address: `+engine+`}]
+limits: {queue_budget_tokens: 10, max_queue_wait: 5s}
+objectives: {critical: 10, batch: -1}
+`), true)
+	hold := ts.open(t)
+	defer hold.close()
+	ts.post(t, hold, "/v1/chat/completions", chat("m", "hold", true))
+
+	shed := ts.open(t)
+	defer shed.close()
+	im := ts.post(t, shed, "/v1/chat/completions", chat("m", "shed", true), "x-llm-d-inference-objective", "batch").GetImmediateResponse()
+	if im == nil || im.Status.Code != 429 || setHeader(im.Headers, droppedHeader) != "shed" {
+		t.Fatalf("sheddable answer = %v, want 429 with %s: shed", im, droppedHeader)
+	}
+	order := make(chan string, 2)
+	wait := func(name string, kv ...string) *call {
+		c := ts.open(t)
+		c.headers(t, false, append(append([]string{}, duplexPost...), kv...)...)
+		if err := c.stream.Send(reqBodyMsg(chat("m", name, true), true)); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			if _, err := c.stream.Recv(); err == nil {
+				order <- name
+			}
+		}()
+		return c
+	}
+	low := wait("unknown objective", "x-llm-d-inference-objective", "nobody")
+	defer low.close()
+	time.Sleep(50 * time.Millisecond) // low waits first: it would go first by age
+	high := wait("critical", "x-gateway-inference-objective", "critical")
+	defer high.close()
+	time.Sleep(50 * time.Millisecond)
+	hold.send(t, respHeadersMsg(false, ":status", "200"))
+	hold.send(t, respBodyMsg("data: {}\n\n", true)) // releases the budget: one of them goes
+	select {
+	case got := <-order:
+		if got != "critical" {
+			t.Fatalf("dispatched first: %s, want critical", got)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("nothing dispatched after the budget was released")
+	}
+}
+
+// x-llm-d-slo-ttft-ms is the request's TTFT objective when the router's own
+// SLO header is absent; a value that is not a whole number of milliseconds
+// in range is a 400 naming the header.
+func TestTTFTHeader(t *testing.T) {
+	ts := start(t, parseConfig(t, fourInstances), false)
+	capture := &captureFlow{flow: ts.srv.pools[0].flow}
+	ts.srv.pools[0].flow = capture
+	for _, tt := range []struct {
+		value string
+		extra []string
+		want  time.Duration // 0: 400
+	}{
+		{"500", nil, 500 * time.Millisecond},
+		{"3600000", nil, time.Hour},
+		{"500", []string{"x-dualmap-slo", "interactive"}, time.Second}, // our header wins
+		{"0", nil, 0}, {"-5", nil, 0}, {"1.5", nil, 0}, {"3600001", nil, 0}, {"fast", nil, 0},
+	} {
+		c := ts.open(t)
+		r := ts.post(t, c, "/v1/chat/completions", chat("m", "ttft "+tt.value, false), append([]string{ttftHeader, tt.value}, tt.extra...)...)
+		im := r.GetImmediateResponse()
+		switch {
+		case tt.want > 0 && im != nil:
+			t.Errorf("%s: %s answered %d: %s", ttftHeader, tt.value, im.Status.Code, im.Body)
+		case tt.want > 0 && capture.last().SLO != tt.want:
+			t.Errorf("%s: %s %v: SLO = %v, want %v", ttftHeader, tt.value, tt.extra, capture.last().SLO, tt.want)
+		case tt.want == 0 && (im == nil || im.Status.Code != 400 || !strings.Contains(string(im.Body), ttftHeader)):
+			t.Errorf("%s: %s answered %v, want 400 naming the header", ttftHeader, tt.value, r)
+		}
+		c.close()
+	}
+}
+
+// captureFlow remembers the last request routed.
+type captureFlow struct {
+	flow
+	mu  sync.Mutex
+	req *scheduler.Request
+}
+
+func (c *captureFlow) EnqueueAndWait(ctx context.Context, r *scheduler.Request) (scheduler.Decision, error) {
+	c.mu.Lock()
+	c.req = r
+	c.mu.Unlock()
+	return c.flow.EnqueueAndWait(ctx, r)
+}
+
+func (c *captureFlow) last() scheduler.Request {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return scheduler.Request{SLO: c.req.SLO, Priority: c.req.Priority, Only: c.req.Only}
+}
+
+// uniqueChat is a chat whose prompt shares no prefix with another's.
+func uniqueChat(s string) string {
+	return fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":%q}]}`, strings.Repeat(s+" ", 200))
+}
