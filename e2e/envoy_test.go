@@ -64,6 +64,11 @@ func TestKubernetesExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, want := range []string{"request_body_mode: FULL_DUPLEX_STREAMED", "response_body_mode: FULL_DUPLEX_STREAMED", "request_trailer_mode: SEND", "response_trailer_mode: SEND"} {
+		if !strings.Contains(string(filter), want) {
+			t.Errorf("istio example's filter lacks %q:\n%s", want, filter)
+		}
+	}
 	boot := `static_resources:
   listeners:
   - name: l
@@ -104,6 +109,9 @@ func TestKubernetesExamples(t *testing.T) {
 					Request struct {
 						Body string `yaml:"body"`
 					} `yaml:"request"`
+					Response struct {
+						Body string `yaml:"body"`
+					} `yaml:"response"`
 				} `yaml:"processingMode"`
 			} `yaml:"extProc"`
 		} `yaml:"spec"`
@@ -111,8 +119,8 @@ func TestKubernetesExamples(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &eg); err != nil || eg.Kind != "EnvoyExtensionPolicy" || len(eg.Spec.ExtProc) != 1 {
 		t.Fatalf("envoy gateway example: %v %+v", err, eg)
 	}
-	if x := eg.Spec.ExtProc[0]; x.FailOpen || x.ProcessingMode.Request.Body != "Buffered" || x.MessageTimeout == "" {
-		t.Errorf("envoy gateway example settings = %+v, want fail closed, buffered body, a message timeout", x)
+	if x := eg.Spec.ExtProc[0]; x.FailOpen || x.ProcessingMode.Request.Body != "FullDuplexStreamed" || x.ProcessingMode.Response.Body != "FullDuplexStreamed" || x.MessageTimeout == "" {
+		t.Errorf("envoy gateway example settings = %+v, want fail closed, full-duplex bodies both ways, a message timeout", x)
 	}
 }
 

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -45,6 +47,10 @@ func TestServeNeedsConfig(t *testing.T) {
 }
 
 func TestConfigCommand(t *testing.T) {
+	tlsMissing := filepath.Join(t.TempDir(), "tls.yaml")
+	if err := os.WriteFile(tlsMissing, []byte("grpc: {tls: {cert_file: /nonexistent/tls.crt, key_file: /nonexistent/tls.key}}\npools: [{instances: [{address: 127.0.0.1:8001}]}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name     string
 		args     []string
@@ -53,7 +59,9 @@ func TestConfigCommand(t *testing.T) {
 		wantErr  string
 	}{
 		{"check example", []string{"config", "check", "../../examples/dualmap.yaml"}, 0, "ok (1 pools, 4 static instances)", ""},
+		{"check gateway example", []string{"config", "check", "../../examples/gateway-epp.yaml"}, 0, "gateway-epp.yaml: ok (1 pools, 4 static instances)", ""},
 		{"check missing", []string{"config", "check", "/nonexistent.yaml"}, 1, "", "no such file"},
+		{"check TLS files", []string{"config", "check", tlsMissing}, 1, "", "grpc.tls.cert_file: stat /nonexistent/tls.crt: no such file"},
 		{"defaults", []string{"config", "defaults"}, 0, "x-gateway-destination-endpoint", ""},
 		{"no sub", []string{"config"}, 2, "", "check or defaults"},
 		{"bad sub", []string{"config", "lint"}, 2, "", "unknown config command"},

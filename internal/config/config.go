@@ -63,6 +63,46 @@ type GRPC struct {
 	// keep it above the longest generation.
 	MaxConnectionAge      time.Duration `yaml:"max_connection_age"`
 	MaxConnectionAgeGrace time.Duration `yaml:"max_connection_age_grace"`
+	// TLS of the ext_proc listener (default off: plaintext, for an Envoy
+	// sidecar on loopback).
+	TLS TLS `yaml:"tls"`
+	// Health serves gRPC health (grpc.health.v1) on a port of its own, in
+	// plaintext, as gateways and GKE expect of an endpoint picker (port
+	// 9003). The ext_proc listener answers the same health service either
+	// way.
+	Health GRPCHealth `yaml:"health"`
+}
+
+// TLS modes of the ext_proc listener.
+const (
+	TLSOff        = "off"
+	TLSSelfSigned = "self-signed"
+	TLSFiles      = "files"
+)
+
+// TLS secures the ext_proc listener. Gateways reach an endpoint picker
+// over TLS without verifying its certificate, so "self-signed" (an ECDSA
+// certificate made at start, held in memory) is enough for them; "files"
+// serves a certificate and key from PEM files, re-read when they change
+// (a bad new pair keeps the old one). ClientCAFile (PEM) turns on mutual
+// TLS with either mode: clients must present a certificate it signed.
+type TLS struct {
+	// Mode is "off" (default), "self-signed" or "files" (the default when
+	// cert_file is given).
+	Mode         string `yaml:"mode"`
+	CertFile     string `yaml:"cert_file"`
+	KeyFile      string `yaml:"key_file"`
+	ClientCAFile string `yaml:"client_ca_file"`
+}
+
+// GRPCHealth is the gRPC health port. Its services: "liveness" (SERVING
+// while the process runs), "readiness", "" and
+// "envoy.service.ext_proc.v3.ExternalProcessor" (SERVING when every pool
+// has a ready instance and, with Redis state, the state is synced).
+type GRPCHealth struct {
+	Enabled bool `yaml:"enabled"` // default off
+	// Listen defaults to the host of listen.grpc with port 9003.
+	Listen string `yaml:"listen"`
 }
 
 // Admin guards the admin HTTP server's /debug/* endpoints (pool and

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net"
 	"time"
 
 	"github.com/dualmap/dualmap/internal/tokenize"
@@ -22,6 +23,8 @@ const (
 	DefaultMinPingInterval       = 10 * time.Second
 	DefaultMaxConnectionAge      = time.Hour
 	DefaultMaxConnectionAgeGrace = 10 * time.Minute
+	// DefaultHealthPort is the gRPC health port of an endpoint picker.
+	DefaultHealthPort = "9003"
 	// DefaultBlockSize is vLLM's KV-cache block size: the router hashes
 	// prompts in the engines' blocks (the scheduler's own default, 512
 	// tokens, is the Mooncake traces' block).
@@ -72,6 +75,18 @@ func (c Config) WithDefaults() Config {
 	}
 	if g.MaxConnectionAgeGrace == 0 {
 		g.MaxConnectionAgeGrace = DefaultMaxConnectionAgeGrace
+	}
+	if g.TLS.Mode == "" {
+		g.TLS.Mode = TLSOff
+		if g.TLS.CertFile != "" || g.TLS.KeyFile != "" {
+			g.TLS.Mode = TLSFiles
+		}
+	}
+	if g.Health.Enabled && g.Health.Listen == "" {
+		host, _, err := net.SplitHostPort(c.Listen.GRPC)
+		if err == nil {
+			g.Health.Listen = net.JoinHostPort(host, DefaultHealthPort)
+		}
 	}
 	if c.Admin.TokenEnv == "" {
 		c.Admin.TokenEnv = "DUALMAP_ADMIN_TOKEN"

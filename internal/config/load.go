@@ -214,7 +214,19 @@ func (c Config) validGRPC() error {
 	case g.MaxConnectionAgeGrace < 0:
 		return invalid("grpc.max_connection_age_grace", "must be > 0, got %v", g.MaxConnectionAgeGrace)
 	}
-	return nil
+	if g.Health.Enabled {
+		if err := validAddr("grpc.health.listen", g.Health.Listen); err != nil {
+			return err
+		}
+		for _, other := range []struct{ key, addr string }{{"listen.grpc", c.Listen.GRPC}, {"listen.admin", c.Listen.Admin}} {
+			if samePort(g.Health.Listen, other.addr) {
+				return invalid("grpc.health.listen", "%q is also %s (%q)", g.Health.Listen, other.key, other.addr)
+			}
+		}
+	} else if g.Health.Listen != "" {
+		return invalid("grpc.health.listen", "set, but grpc.health.enabled is false")
+	}
+	return c.validTLS()
 }
 
 // schedulerSetting is one key of the file that reaches a pool's
@@ -318,6 +330,18 @@ func (c Config) SLOFor(v string) (time.Duration, error) {
 		return 0, fmt.Errorf("unknown SLO class or duration %q", v)
 	}
 	return d, nil
+}
+
+// samePort reports whether two listen addresses would collide: the same
+// non-zero port on the same host, or on any host when one is a wildcard.
+func samePort(a, b string) bool {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil || pa != pb || pa == "0" {
+		return false
+	}
+	wild := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	return ha == hb || wild(ha) || wild(hb)
 }
 
 func validAddr(path, a string) error {

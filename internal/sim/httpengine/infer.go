@@ -1,11 +1,14 @@
 package httpengine
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/dualmap/dualmap/internal/openai"
@@ -24,6 +27,9 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "reading the body: "+err.Error())
 		return
 	}
+	sum := sha256.Sum256(raw)
+	w.Header().Set(HeaderBodyDigest, hex.EncodeToString(sum[:]))
+	w.Header().Set(HeaderBodyBytes, strconv.Itoa(len(raw)))
 	req, err := openai.Parse(r.Method, r.URL.Path, r.Header.Get("Content-Type"), raw, openai.Limits{MaxBodyBytes: maxBodyBytes})
 	if err != nil {
 		writeParseError(w, err)

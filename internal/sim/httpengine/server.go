@@ -118,6 +118,11 @@ const (
 	// request was served by the primary, by the fallback after a
 	// failover, or by neither.
 	HeaderDestination = "x-engine-destination"
+	// HeaderBodyDigest and HeaderBodyBytes, on inference answers: the
+	// SHA-256 (hex) and length of the request body the engine received,
+	// so a test can tell that a proxy passed a body on unchanged.
+	HeaderBodyDigest = "x-engine-body-sha256"
+	HeaderBodyBytes  = "x-engine-body-bytes"
 )
 
 // DestinationHeader is the request header by which a router (through

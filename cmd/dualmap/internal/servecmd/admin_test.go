@@ -51,7 +51,7 @@ pools:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req, _ := http.NewRequest("GET", "http://"+addrs[1]+tt.path, nil)
+			req, _ := http.NewRequest("GET", "http://"+addrs.admin+tt.path, nil)
 			if tt.auth != "" {
 				req.Header.Set("Authorization", tt.auth)
 			}
@@ -89,7 +89,7 @@ pools:
 		t.Fatal(err)
 	}
 	addrs := startServe(t, cfg)
-	conn, err := grpc.NewClient(addrs[0], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addrs.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,10 +126,10 @@ pools:
 
 // startServe runs serve with cfg until the test ends and returns its gRPC
 // and admin addresses once it is ready.
-func startServe(t *testing.T, cfg config.Config) [2]string {
+func startServe(t *testing.T, cfg config.Config) boundAddrs {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan [2]string, 1)
+	ready := make(chan boundAddrs, 1)
 	errc := make(chan error, 1)
 	go func() {
 		errc <- serve(ctx, cfg, "", time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)), ready)
@@ -141,5 +141,5 @@ func startServe(t *testing.T, cfg config.Config) [2]string {
 	case err := <-errc:
 		t.Fatalf("serve() = %v before ready", err)
 	}
-	return [2]string{}
+	return boundAddrs{}
 }

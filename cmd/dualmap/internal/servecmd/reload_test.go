@@ -73,7 +73,7 @@ func TestSIGHUPReloadsInstances(t *testing.T) {
 	}
 	var logs syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan [2]string, 1)
+	ready := make(chan boundAddrs, 1)
 	errc := make(chan error, 1)
 	go func() {
 		errc <- serve(ctx, cfg, path, 2*time.Second, slog.New(slog.NewTextHandler(&logs, nil)), ready)
@@ -92,7 +92,7 @@ func TestSIGHUPReloadsInstances(t *testing.T) {
 	var admin string
 	select {
 	case addrs := <-ready:
-		admin = addrs[1]
+		admin = addrs.admin
 	case err := <-errc:
 		t.Fatalf("serve() = %v before ready", err)
 	case <-time.After(5 * time.Second):

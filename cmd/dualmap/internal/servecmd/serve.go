@@ -8,6 +8,7 @@ package servecmd
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,7 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
@@ -32,7 +33,9 @@ import (
 
 	"github.com/dualmap/dualmap/cmd/dualmap/internal/cli"
 	"github.com/dualmap/dualmap/internal/config"
+	"github.com/dualmap/dualmap/internal/epphealth"
 	"github.com/dualmap/dualmap/internal/extproc"
+	"github.com/dualmap/dualmap/internal/servetls"
 	"github.com/dualmap/dualmap/internal/state"
 )
 
@@ -66,16 +69,21 @@ func Run(args []string, stdout, stderr io.Writer) error {
 }
 
 // grpcOptions bounds the ext_proc server: message sizes for bodies up to
-// limits.max_body_bytes plus protobuf framing, and the grpc.* settings.
-func grpcOptions(cfg config.Config) []grpc.ServerOption {
+// limits.max_body_bytes plus protobuf framing, and the grpc.* settings;
+// tc, when not nil, is the listener's TLS.
+func grpcOptions(cfg config.Config, tc *tls.Config) []grpc.ServerOption {
 	c := cfg.GRPC
 	age, grace := c.MaxConnectionAge, c.MaxConnectionAgeGrace
 	if age < 0 {
 		age, grace = 0, 0 // grpc-go's zero: never
 	}
-	return []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(cfg.Limits.MaxBodyBytes + (1 << 20)),
-		grpc.MaxSendMsgSize(cfg.Limits.MaxBodyBytes + (1 << 20)),
+	var creds []grpc.ServerOption
+	if tc != nil {
+		creds = append(creds, grpc.Creds(credentials.NewTLS(tc)))
+	}
+	return append(creds,
+		grpc.MaxRecvMsgSize(cfg.Limits.MaxBodyBytes+(1<<20)),
+		grpc.MaxSendMsgSize(cfg.Limits.MaxBodyBytes+(1<<20)),
 		grpc.MaxConcurrentStreams(uint32(c.MaxConcurrentStreams)),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: c.MinPingInterval, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
@@ -84,7 +92,24 @@ func grpcOptions(cfg config.Config) []grpc.ServerOption {
 			MaxConnectionAge:      age,
 			MaxConnectionAgeGrace: grace,
 		}),
+	)
+}
+
+// healthOptions are the plaintext health server's: small messages, few
+// streams per connection (a probe makes one at a time; Watch holds one).
+func healthOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(4 << 10),
+		grpc.MaxConcurrentStreams(16),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.ConnectionTimeout(5 * time.Second),
 	}
+}
+
+// boundAddrs are the bound addresses of a running serve (for tests); health is
+// "" when grpc.health is off.
+type boundAddrs struct {
+	grpc, admin, health string
 }
 
 // The admin server's timeouts. The write timeout leaves room for a slow
@@ -140,8 +165,8 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 }
 
 // serve runs the router until ctx ends. ready, if not nil, receives the
-// bound gRPC and admin addresses once both listen (for tests).
-func serve(ctx context.Context, cfg config.Config, path string, grace time.Duration, log *slog.Logger, ready chan<- [2]string) error {
+// bound addresses once every listener listens (for tests).
+func serve(ctx context.Context, cfg config.Config, path string, grace time.Duration, log *slog.Logger, ready chan<- boundAddrs) error {
 	// SIGHUP is caught from the start: one that arrives while the router is
 	// still starting waits for the loop below instead of ending the process
 	// (Go's default action).
@@ -156,26 +181,52 @@ func serve(ctx context.Context, cfg config.Config, path string, grace time.Durat
 	}
 	defer srv.Close()
 
-	gl, err := net.Listen("tcp", cfg.Listen.GRPC)
+	tc, err := servetls.ServerConfig(cfg.GRPC.TLS, servetls.Options{Logger: log})
 	if err != nil {
-		return fmt.Errorf("listen grpc: %w", err)
+		return err
 	}
-	al, err := net.Listen("tcp", cfg.Listen.Admin)
-	if err != nil {
-		gl.Close()
-		return fmt.Errorf("listen admin: %w", err)
-	}
-	g := grpc.NewServer(grpcOptions(cfg)...)
-	srv.Register(g)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(g, hs)
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	hs.SetServingStatus("envoy.service.ext_proc.v3.ExternalProcessor", healthpb.HealthCheckResponse_SERVING)
 	token, err := cfg.AdminToken(os.Getenv)
 	if err != nil {
-		gl.Close()
-		al.Close()
 		return err
+	}
+	var listeners []net.Listener
+	closeAll := func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}
+	listen := func(what, addr string) (net.Listener, error) {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("listen %s: %w", what, err)
+		}
+		listeners = append(listeners, l)
+		return l, nil
+	}
+	gl, err := listen("grpc", cfg.Listen.GRPC)
+	if err != nil {
+		return err
+	}
+	al, err := listen("admin", cfg.Listen.Admin)
+	if err != nil {
+		return err
+	}
+	var hl net.Listener
+	if cfg.GRPC.Health.Enabled {
+		if hl, err = listen("grpc.health", cfg.GRPC.Health.Listen); err != nil {
+			return err
+		}
+	}
+	// One health service, on the ext_proc listener and on the health port.
+	rep := epphealth.New(srv.Readiness, 0, log)
+	g := grpc.NewServer(grpcOptions(cfg, tc)...)
+	srv.Register(g)
+	healthpb.RegisterHealthServer(g, rep.Server())
+	var hg *grpc.Server
+	if hl != nil {
+		hg = grpc.NewServer(healthOptions()...)
+		healthpb.RegisterHealthServer(hg, rep.Server())
 	}
 	admin := newAdminServer(requireToken(token, srv.AdminHandler(reg)))
 
@@ -183,16 +234,25 @@ func serve(ctx context.Context, cfg config.Config, path string, grace time.Durat
 	defer cancel()
 	done := make(chan struct{})
 	go func() { srv.Run(runCtx); close(done) }()
-	errc := make(chan error, 2)
+	repDone := make(chan struct{})
+	go func() { rep.Run(runCtx); close(repDone) }()
+	errc := make(chan error, 3)
 	go func() { errc <- g.Serve(gl) }()
+	if hg != nil {
+		go func() { errc <- hg.Serve(hl) }()
+	}
 	go func() {
 		if err := admin.Serve(al); !errors.Is(err, http.ErrServerClosed) {
 			errc <- err
 		}
 	}()
-	log.Info("dualmap serving", "grpc", gl.Addr().String(), "admin", al.Addr().String(), "pools", len(cfg.Pools), "state", cfg.State.Backend)
+	bound := boundAddrs{grpc: gl.Addr().String(), admin: al.Addr().String()}
+	if hl != nil {
+		bound.health = hl.Addr().String()
+	}
+	log.Info("dualmap serving", "grpc", bound.grpc, "tls", cfg.GRPC.TLS.Mode, "health", bound.health, "admin", bound.admin, "pools", len(cfg.Pools), "state", cfg.State.Backend)
 	if ready != nil {
-		ready <- [2]string{gl.Addr().String(), al.Addr().String()}
+		ready <- bound
 	}
 
 	for {
@@ -212,13 +272,21 @@ func serve(ctx context.Context, cfg config.Config, path string, grace time.Durat
 		case err := <-errc:
 			cancel()
 			g.Stop()
+			if hg != nil {
+				hg.Stop()
+			}
+			admin.Close()
+			<-done
+			<-repDone
 			return fmt.Errorf("serve: %w", err)
 		case <-ctx.Done():
 		}
 		break
 	}
 	log.Info("shutting down: finishing open streams", "grace", grace)
-	hs.Shutdown()
+	// NOT_SERVING everywhere: gateways stop opening streams while the open
+	// ones finish.
+	rep.Shutdown()
 	stopped := make(chan struct{})
 	go func() { g.GracefulStop(); close(stopped) }()
 	select {
@@ -230,8 +298,12 @@ func serve(ctx context.Context, cfg config.Config, path string, grace time.Durat
 	shutCtx, shutCancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer shutCancel()
 	admin.Shutdown(shutCtx)
+	if hg != nil {
+		hg.Stop()
+	}
 	cancel()
 	<-done
+	<-repDone
 	log.Info("stopped")
 	return nil
 }

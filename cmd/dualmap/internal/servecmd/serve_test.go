@@ -30,12 +30,12 @@ health: {interval: 50ms}
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan [2]string, 1)
+	ready := make(chan boundAddrs, 1)
 	errc := make(chan error, 1)
 	go func() {
 		errc <- serve(ctx, cfg, "", 2*time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)), ready)
 	}()
-	var addrs [2]string
+	var addrs boundAddrs
 	select {
 	case addrs = <-ready:
 	case err := <-errc:
@@ -44,7 +44,7 @@ health: {interval: 50ms}
 		t.Fatal("serve() never became ready")
 	}
 	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + addrs[1] + path)
+		resp, err := http.Get("http://" + addrs.admin + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ health: {interval: 50ms}
 	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "dualmap_instance_healthy") && !strings.Contains(body, "go_goroutines") {
 		t.Errorf("/metrics = %d, missing series", code)
 	}
-	conn, err := grpc.NewClient(addrs[0], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addrs.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
