@@ -50,7 +50,6 @@ func chain(root uint64, shared, n int) []uint64 {
 	return out
 }
 
-
 // arrival is a request to submit at a time.
 type arrival struct {
 	at float64
