@@ -148,6 +148,8 @@ func FuzzProfileJSON(f *testing.F) {
 	f.Add([]byte(validJSON))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`null`))
+	f.Add([]byte(validJSON[:len(validJSON)-1] + `, "engine_model": "legacy", "block_size": 0}`))
+	f.Add([]byte(validJSON[:len(validJSON)-1] + `, "prefill_noise": 0.3, "decode_per_context_token_s": 1e-7}`))
 	f.Add([]byte(`{"hbm_cache_bytes": 9223372036854775807, "kv_bytes_per_token": 1}`))
 	for _, name := range Profiles() {
 		data, err := embedded.ReadFile("profiles/" + name + ".json")
