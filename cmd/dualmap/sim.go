@@ -184,7 +184,7 @@ func loadEngineProfile(name, model string, noise float64) (engine.Profile, error
 	if err := prof.Validate(); err != nil {
 		return prof, fmt.Errorf("--engine-model/--prefill-noise: %w", err)
 	}
-	return prof, nil
+	return prof.Resolved(), nil
 }
 
 func loadTrace(path, generate string, opt trace.Options) (*trace.Trace, error) {

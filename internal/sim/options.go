@@ -92,6 +92,7 @@ func (o Options) withDefaults() (Options, error) {
 		}
 		o.Profile = p
 	}
+	o.Profile = o.Profile.Resolved() // the values its engine model uses
 	if o.SLO == 0 {
 		o.SLO = sd.SLO
 	}

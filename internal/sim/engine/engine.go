@@ -69,7 +69,7 @@ func New(p Profile) (*Engine, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("engine: new: %w", err)
 	}
-	p = p.withDefaults()
+	p = p.Resolved().withDefaults()
 	hbm, dram := p.CacheTokens()
 	e := &Engine{p: p, legacy: p.Legacy(), stepEnd: math.Inf(-1), preemptedAt: -1}
 	hbmBlocks, dramBlocks := min(hbm/p.BlockSize, maxBlocks), min(dram/p.BlockSize, maxBlocks)

@@ -156,7 +156,7 @@ func TestKVInvariants(t *testing.T) {
 // TestKVAdmissionWaitsForBlocks: with room for one request's blocks only,
 // the second is admitted when the first completes, not before.
 func TestKVAdmissionWaitsForBlocks(t *testing.T) {
-	p := kvProfile(8) // one max_model_len request
+	p := kvProfile(8)         // one max_model_len request
 	p.MaxBatchedTokens = 8192 // whole prompts in one chunk: no chunk to preempt for
 	e := newEngine(t, p)
 	a := &Request{ID: 1, Tokens: 3000, Output: 4, Blocks: chain(1, 0, 6)}

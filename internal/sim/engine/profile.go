@@ -61,6 +61,10 @@ type Profile struct {
 	PrefillNoise float64 `json:"prefill_noise"`
 	// NoiseSeed seeds the prefill noise; set by the caller, not in JSON.
 	NoiseSeed uint64 `json:"-"`
+	// LegacyValues are the values the legacy model uses instead of the
+	// top-level ones (which are the realistic model's), so that the legacy
+	// model runs exactly as before; zero fields mean the top-level value.
+	LegacyValues LegacyValues `json:"legacy"`
 
 	// KVBytesPerToken is the KV cache footprint of one token (> 0).
 	KVBytesPerToken int64 `json:"kv_bytes_per_token"`
@@ -100,12 +104,44 @@ func (p Profile) withDefaults() Profile {
 	return p
 }
 
+// LegacyValues override a profile's values for the legacy model.
+type LegacyValues struct {
+	DecodeStepBase float64 `json:"decode_step_base_s"`
+	DecodePerSeq   float64 `json:"decode_per_seq_s"`
+	HBMCacheBytes  int64   `json:"hbm_cache_bytes"`
+}
+
+// Resolved returns p as its engine model uses it: with the legacy model,
+// the non-zero LegacyValues replace the top-level values. The result has
+// no LegacyValues, so Resolved is idempotent.
+func (p Profile) Resolved() Profile {
+	if p.Legacy() {
+		l := p.LegacyValues
+		if l.DecodeStepBase != 0 {
+			p.DecodeStepBase = l.DecodeStepBase
+		}
+		if l.DecodePerSeq != 0 {
+			p.DecodePerSeq = l.DecodePerSeq
+		}
+		if l.HBMCacheBytes != 0 {
+			p.HBMCacheBytes = l.HBMCacheBytes
+		}
+	}
+	p.LegacyValues = LegacyValues{}
+	return p
+}
+
 // Legacy reports whether p selects the legacy engine model.
 func (p Profile) Legacy() bool { return p.EngineModel == ModelLegacy }
 
 // Validate reports every invalid field of p, each error naming the JSON
 // field. Zero limits are valid (they mean the default).
 func (p Profile) Validate() error {
+	if p.Legacy() { // check the values the legacy model will use
+		l := p.LegacyValues
+		p = p.Resolved()
+		p.LegacyValues = l
+	}
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("engine: profile %s: "+format, append([]any{field}, args...)...))
@@ -125,6 +161,8 @@ func (p Profile) Validate() error {
 		{"decode_per_context_token_s", p.DecodePerContextToken, false},
 		{"dram_load_per_token_s", p.DRAMLoadPerToken, false},
 		{"prefill_noise", p.PrefillNoise, false},
+		{"legacy.decode_step_base_s", p.LegacyValues.DecodeStepBase, false},
+		{"legacy.decode_per_seq_s", p.LegacyValues.DecodePerSeq, false},
 	}
 	for _, s := range seconds {
 		switch {
@@ -159,6 +197,9 @@ func (p Profile) Validate() error {
 	}
 	if p.KVBytesPerToken <= 0 {
 		bad("kv_bytes_per_token", "must be > 0, got %d", p.KVBytesPerToken)
+	}
+	if p.LegacyValues.HBMCacheBytes < 0 {
+		bad("legacy.hbm_cache_bytes", "must be >= 0, got %d", p.LegacyValues.HBMCacheBytes)
 	}
 	if p.HBMCacheBytes < 0 {
 		bad("hbm_cache_bytes", "must be >= 0, got %d", p.HBMCacheBytes)

@@ -45,8 +45,13 @@ func TestQwenProfileNumbers(t *testing.T) {
 	if p.PrefillPerToken != 0.00016 || p.KVBytesPerToken != 28*2*4*128*2 || p.DRAMCacheBytes != 64<<30 {
 		t.Errorf("LoadProfile() = %+v, want the DualMap paper's numbers", p)
 	}
-	if hbm, dram := p.CacheTokens(); hbm != 299593 || dram != 1198372 {
-		t.Errorf("CacheTokens() = %d, %d, want 299593, 1198372", hbm, dram)
+	if hbm, dram := p.CacheTokens(); hbm != 226567 || dram != 1198372 {
+		t.Errorf("CacheTokens() = %d, %d, want 226567, 1198372", hbm, dram)
+	}
+	// The legacy model keeps the first model's values.
+	p.EngineModel = ModelLegacy
+	if hbm, _ := p.Resolved().CacheTokens(); hbm != 299593 || p.Resolved().DecodePerSeq != 0.0008 {
+		t.Errorf("legacy CacheTokens() = %d and decode_per_seq_s %v, want 299593 and 0.0008", hbm, p.Resolved().DecodePerSeq)
 	}
 }
 

@@ -75,6 +75,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.BlockSize < 0 {
 		bad("BlockSize must be >= 1, got %d", o.BlockSize)
 	}
+	o.Profile = o.Profile.Resolved()
 	o.Profile.BlockSize = o.BlockSize
 	o.Profile.NoiseSeed ^= o.Seed
 	if o.Model == "" {
