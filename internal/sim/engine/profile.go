@@ -126,6 +126,7 @@ func (p Profile) Resolved() Profile {
 		if l.HBMCacheBytes != 0 {
 			p.HBMCacheBytes = l.HBMCacheBytes
 		}
+		p.DecodePerContextToken = 0 // not part of the legacy model
 	}
 	p.LegacyValues = LegacyValues{}
 	return p
@@ -138,9 +139,9 @@ func (p Profile) Legacy() bool { return p.EngineModel == ModelLegacy }
 // field. Zero limits are valid (they mean the default).
 func (p Profile) Validate() error {
 	if p.Legacy() { // check the values the legacy model will use
-		l := p.LegacyValues
+		l, ctx := p.LegacyValues, p.DecodePerContextToken
 		p = p.Resolved()
-		p.LegacyValues = l
+		p.LegacyValues, p.DecodePerContextToken = l, ctx
 	}
 	var errs []error
 	bad := func(field, format string, args ...any) {
@@ -185,9 +186,6 @@ func (p Profile) Validate() error {
 	case ModelLegacy:
 		if p.PrefillNoise != 0 {
 			bad("prefill_noise", "needs the %s engine model, not %s", ModelRealistic, ModelLegacy)
-		}
-		if p.DecodePerContextToken != 0 {
-			bad("decode_per_context_token_s", "needs the %s engine model, not %s", ModelRealistic, ModelLegacy)
 		}
 	default:
 		bad("engine_model", "must be %q or %q, got %q", ModelRealistic, ModelLegacy, p.EngineModel)

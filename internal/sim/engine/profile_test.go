@@ -89,6 +89,7 @@ func TestParseProfileErrors(t *testing.T) {
 		{"negative noise", validJSON[:len(validJSON)-1] + `, "prefill_noise": -0.1}`, "prefill_noise"},
 		{"huge noise", validJSON[:len(validJSON)-1] + `, "prefill_noise": 11}`, "prefill_noise"},
 		{"noise on legacy", validJSON[:len(validJSON)-1] + `, "prefill_noise": 0.1, "engine_model": "legacy"}`, "prefill_noise"},
+		{"negative context cost legacy", validJSON[:len(validJSON)-1] + `, "decode_per_context_token_s": -1e-9, "engine_model": "legacy"}`, "decode_per_context_token_s"},
 		{"negative context cost", validJSON[:len(validJSON)-1] + `, "decode_per_context_token_s": -1e-9}`, "decode_per_context_token_s"},
 		{"zero step time", strings.Replace(validJSON, `0.01,`, `0,`, 1), "decode_step_base_s"},
 		{"memory below one request", strings.Replace(validJSON, `1073741824`, `1048576`, 1), "hbm_cache_bytes"},
