@@ -34,6 +34,11 @@ type Engine struct {
 	decOrder    fifo[decRef] // decoding requests in admission order (stale ones skipped)
 	stepPrefill float64      // Σ chunk x cost factor of the step in progress
 	preemptedAt int64        // the last step whose composition preempted (-1: none)
+	// The front request's last failed admission: it fails again while the
+	// pool has not changed (pool.gen) and the budget is not smaller (a larger first chunk needs more blocks).
+	blocked       *Request
+	blockedGen    uint64
+	blockedBudget int
 
 	stats Stats
 }

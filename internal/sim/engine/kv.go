@@ -133,10 +133,15 @@ func (e *Engine) startStepKV(t float64) {
 	dramTokens := 0
 	for !preempted && budget > 0 && e.waiting.len() > 0 && e.running() < p.MaxNumSeqs && e.waiting.at(0).at <= t {
 		r := e.waiting.at(0).r
+		if r == e.blocked && e.pool.gen == e.blockedGen && budget >= e.blockedBudget {
+			break // as below, known without looking its blocks up again
+		}
 		cached, dram, ok := e.admitKV(t, r, budget)
 		if !ok {
+			e.blocked, e.blockedGen, e.blockedBudget = r, e.pool.gen, budget
 			break // out of blocks: the queue waits (FCFS, no skipping)
 		}
+		e.blocked = nil
 		e.waiting.pop()
 		e.waitingTokens -= r.kv.queued
 		dramTokens += dram

@@ -31,6 +31,9 @@ type pool struct {
 	slot            map[uint64]int32
 	nodes           []poolNode
 	spare           []int32 // dropped nodes to reuse
+	// gen counts the changes that can make a blocked admission possible:
+	// blocks released or shared, blocks dropped (a hit changes).
+	gen uint64
 }
 
 type poolNode struct {
@@ -105,6 +108,7 @@ func (p *pool) holdPrefix(blocks []uint64) {
 }
 
 func (p *pool) hold(i int32) {
+	p.gen++
 	n := &p.nodes[i]
 	switch {
 	case n.ref > 0:
@@ -130,13 +134,17 @@ func (p *pool) alloc(k int) {
 }
 
 // release returns k anonymous blocks.
-func (p *pool) release(k int) { p.used -= k }
+func (p *pool) release(k int) {
+	p.used -= k
+	p.gen++
+}
 
 // register gives one of a request's anonymous blocks the hash h, now that
 // its tokens are computed, and keeps it held. If another running request
 // already holds h, the request shares that block and its own copy is
 // released; a free cached or DRAM copy is superseded by the new block.
 func (p *pool) register(h uint64) {
+	p.gen++
 	i, ok := p.slot[h]
 	if !ok {
 		i = p.newNode(h)
@@ -164,6 +172,7 @@ func (p *pool) register(h uint64) {
 // free cached block. Release a request's blocks deepest first so that a
 // prefix's first block ends up most recent.
 func (p *pool) unhold(h uint64) {
+	p.gen++
 	i := p.slot[h]
 	n := &p.nodes[i]
 	n.ref--
@@ -211,6 +220,7 @@ func (p *pool) newNode(h uint64) int32 {
 }
 
 func (p *pool) drop(i int32) {
+	p.gen++
 	delete(p.slot, p.nodes[i].hash)
 	p.nodes[i] = poolNode{}
 	p.spare = append(p.spare, i)
