@@ -123,6 +123,7 @@ func (l *loop) step(t float64) {
 		case engine.Completed:
 			l.produce(tr, ev.Req.Output)
 			tr.p.Done = true
+			tr.p.Capped = ev.Req.OutputCapped
 			delete(l.decoding, id)
 			delete(l.live, id)
 			l.changed = append(l.changed, tr)
