@@ -179,7 +179,9 @@ func (e *Engine) admitKV(t float64, r *Request, budget int) (cached, dram int, o
 	blocks := e.promptBlocks(r)
 	total := r.kv.computed
 	hit := e.pool.prefixLen(blocks)
-	cached = min(hit*bs, total-1)
+	// Only prompt blocks have hashes: output tokens generated before a
+	// preemption are always computed again.
+	cached = min(hit*bs, r.Tokens, total-1)
 	chunk := min(total-cached, budget)
 	more := max(blocksFor(cached+chunk, bs)-hit, 0)
 	if e.pool.holdCost(blocks[:hit])+more > e.pool.free() {

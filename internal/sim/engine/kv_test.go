@@ -287,3 +287,22 @@ func TestKVAdvanceNoAlloc(t *testing.T) {
 		t.Errorf("400 warm submissions and their steps allocated %v times", allocs)
 	}
 }
+
+// TestKVRecomputeCountsOutput: a preempted request whose prompt blocks
+// are still cached recomputes at least the output it had generated.
+func TestKVRecomputeCountsOutput(t *testing.T) {
+	p := kvProfile(8)
+	p.MaxBatchedTokens = 4096
+	e := newEngine(t, p)
+	old := &Request{ID: 1, Tokens: 2048, Output: 600, Blocks: chain(1, 0, 4)}
+	young := &Request{ID: 2, Tokens: 1000, Output: 600, Blocks: chain(2, 0, 2)}
+	drive(t, e, []arrival{{0, old}, {0, young}})
+	st := e.Stats()
+	if young.Preemptions == 0 {
+		t.Fatal("no preemption")
+	}
+	if young.CachedTokens > young.Tokens || st.RecomputedTokens < int64(young.Preemptions) {
+		t.Errorf("cached %d of a %d-token prompt, %d tokens recomputed over %d preemptions: generated tokens have no cache",
+			young.CachedTokens, young.Tokens, st.RecomputedTokens, young.Preemptions)
+	}
+}
