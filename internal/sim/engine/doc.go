@@ -96,7 +96,8 @@
 // free. A preempted request frees all its blocks (its hashed ones stay in
 // the cache as free cached blocks and may be hit again), goes back to the
 // front of the waiting queue, and when readmitted prefills its prompt and
-// the output generated so far again, minus its new prefix-cache hit; its
+// the output generated so far again, minus its new prefix-cache hit (which
+// covers prompt blocks only: generated tokens have no hashes here); its
 // first token is not emitted again, and the prefill's end produces the next
 // token, after which it decodes as before. Preemptions, RecomputedTokens
 // (the tokens prefilled again) and Request.Preemptions count them. New
