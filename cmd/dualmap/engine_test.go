@@ -24,6 +24,8 @@ func TestEngineCommandErrors(t *testing.T) {
 		{"bad error rate", []string{"engine", "--listen", "127.0.0.1:0", "--error-rate", "2"}, "error rate"},
 		{"bad time scale", []string{"engine", "--listen", "127.0.0.1:0", "--time-scale", "-1"}, "TimeScale"},
 		{"bad flag", []string{"engine", "--listen", "127.0.0.1:0", "--warp", "9"}, "warp"},
+		{"bad engine model", []string{"engine", "--listen", "127.0.0.1:0", "--engine-model", "fast"}, "engine_model"},
+		{"negative noise", []string{"engine", "--listen", "127.0.0.1:0", "--prefill-noise", "11"}, "prefill_noise"},
 		{"extra argument", []string{"engine", "--listen", "127.0.0.1:0", "now"}, "unexpected argument"},
 	}
 	for _, tt := range tests {

@@ -51,6 +51,8 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		autoStep   = fs.Float64("qps-step", 0.5, "auto-range: step")
 		instances  = fs.Int("instances", 8, "model-server instances")
 		profile    = fs.String("profile", "qwen2.5-7b-910b4", "engine profile: a built-in name or a JSON file ("+strings.Join(engine.Profiles(), ", ")+")")
+		engModel   = fs.String("engine-model", "", "engine model: realistic (KV memory, preemption, context-dependent decode) | legacy (the first model); empty: the profile's engine_model, else realistic")
+		noise      = fs.Float64("prefill-noise", -1, "relative std-dev of a per-request factor on the engine's prefill cost (realistic model; negative: the profile's prefill_noise)")
 		policies   = fs.String("policies", strings.Join(append(scheduler.Policies(), sim.PaperPreset), ","), "policy variants: name or name(key=value,...); "+sim.PaperPreset+" is DualMap with the paper's settings")
 		queues     = fs.String("queue", "router,paper", "queue modes: router | engine | paper (comma-separated)")
 		slo        = fs.Duration("slo", scheduler.DefaultConfig().SLO, "TTFT SLO")
@@ -93,7 +95,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	prof, err := engine.LoadProfile(*profile)
+	prof, err := loadEngineProfile(*profile, *engModel, *noise)
 	if err != nil {
 		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
@@ -164,6 +166,25 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "\ncharts written to %s\n", *plotsDir)
 	}
 	return nil
+}
+
+// loadEngineProfile loads a profile and applies the --engine-model and
+// --prefill-noise overrides (empty, negative: keep the profile's).
+func loadEngineProfile(name, model string, noise float64) (engine.Profile, error) {
+	prof, err := engine.LoadProfile(name)
+	if err != nil {
+		return prof, err
+	}
+	if model != "" {
+		prof.EngineModel = model
+	}
+	if noise >= 0 {
+		prof.PrefillNoise = noise
+	}
+	if err := prof.Validate(); err != nil {
+		return prof, fmt.Errorf("--engine-model/--prefill-noise: %w", err)
+	}
+	return prof.Resolved(), nil
 }
 
 func loadTrace(path, generate string, opt trace.Options) (*trace.Trace, error) {

@@ -66,6 +66,9 @@ func TestSimCommandErrors(t *testing.T) {
 		{"bad gen key", []string{"sim", "--generate", "colour=red"}, "unknown key"},
 		{"bad profile", []string{"sim", "--generate", "default", "--profile", "h100-dreams"}, "profile"},
 		{"bad max running", []string{"sim", "--generate", "requests=50", "--qps", "1", "--max-running", "-1", "--quiet"}, "--max-running must be >= 0"},
+		{"bad engine model", []string{"sim", "--generate", "requests=50", "--qps", "1", "--engine-model", "fast", "--quiet"}, "engine_model"},
+		{"bad noise", []string{"sim", "--generate", "requests=50", "--qps", "1", "--prefill-noise", "20", "--quiet"}, "prefill_noise"},
+		{"noise on legacy", []string{"sim", "--generate", "requests=50", "--qps", "1", "--engine-model", "legacy", "--prefill-noise", "0.2", "--quiet"}, "prefill_noise"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -125,5 +128,30 @@ func TestSimCommandSpreadTies(t *testing.T) {
 	}
 	if !strings.HasSuffix(rep.Trace, "(ties spread)") || rep.Requests != 60 {
 		t.Errorf("report trace %q with %d requests, want the label \"(ties spread)\" and 60", rep.Trace, rep.Requests)
+	}
+}
+
+// TestSimCommandEngineModels: the realistic model (default) reports
+// preemptions, the legacy one does not, and noise changes the results.
+func TestSimCommandEngineModels(t *testing.T) {
+	sim := func(extra ...string) string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"sim", "--generate", "requests=600,seed=5", "--qps", "6", "--policies", "least-loaded",
+			"--queue", "engine", "--warmup", "100", "--instances", "2", "--quiet"}, extra...)
+		if code := run(args, &stdout, &stderr); code != 0 {
+			t.Fatalf("dualmap sim %q exited %d: %s", extra, code, stderr.String())
+		}
+		return stdout.String()
+	}
+	realistic, legacy, noisy := sim(), sim("--engine-model", "legacy"), sim("--prefill-noise", "0.5")
+	if !strings.Contains(realistic, "engine model realistic") || !strings.Contains(realistic, "preempt.") {
+		t.Errorf("realistic table lacks the model or the preempt. column:\n%s", realistic)
+	}
+	if strings.Contains(legacy, "engine model") || strings.Contains(legacy, "preempt.") {
+		t.Errorf("legacy table names a model or has a preempt. column:\n%s", legacy)
+	}
+	if !strings.Contains(noisy, "prefill noise 0.5") || noisy == realistic {
+		t.Errorf("--prefill-noise 0.5 did not change the run:\n%s", noisy)
 	}
 }

@@ -133,7 +133,9 @@ func (c *cluster) build() error {
 // grow makes sure engines 0..n-1 exist.
 func (c *cluster) grow(n int) error {
 	for len(c.engines) < n {
-		e, err := engine.New(c.opt.Profile)
+		p := c.opt.Profile
+		p.NoiseSeed ^= c.opt.Seed // prefill noise: per request, the same on every instance
+		e, err := engine.New(p)
 		if err != nil {
 			return fmt.Errorf("sim: %w", err)
 		}

@@ -92,6 +92,7 @@ func (o Options) withDefaults() (Options, error) {
 		}
 		o.Profile = p
 	}
+	o.Profile = o.Profile.Resolved() // the values its engine model uses
 	if o.SLO == 0 {
 		o.SLO = sd.SLO
 	}
@@ -141,4 +142,15 @@ func (o Options) budget() int {
 		return o.Budget
 	}
 	return 0
+}
+
+// engineModel names p's engine model for reports: empty for the legacy one.
+func engineModel(p engine.Profile) string {
+	switch {
+	case p.Legacy():
+		return ""
+	case p.EngineModel == "":
+		return engine.ModelRealistic
+	}
+	return p.EngineModel
 }

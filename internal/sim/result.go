@@ -31,6 +31,13 @@ type Result struct {
 	Truncated     int         `json:"truncated"`
 	KeyDepths     map[int]int `json:"key_depths"` // key length in blocks -> requests
 	WallSeconds   float64     `json:"wall_seconds"`
+
+	// Realistic engine model, summed over the instances (whole run,
+	// warm-up included): preemptions by recompute and the tokens
+	// prefilled again because of them.
+	Preemptions      int64 `json:"preemptions,omitempty"`
+	RecomputedTokens int64 `json:"recomputed_tokens,omitempty"`
+
 	// Windows is SLO attainment by arrival time, in WindowSeconds buckets
 	// (all requests, warm-up included): how a scaling event plays out.
 	Windows []Window `json:"attainment_over_time,omitempty"`
@@ -110,6 +117,11 @@ func (c *cluster) result(qps float64) *Result {
 	}
 	for _, s := range c.reps {
 		res.Migrations += s.Stats().Migrations
+	}
+	for _, e := range c.engines {
+		st := e.Stats()
+		res.Preemptions += st.Preemptions
+		res.RecomputedTokens += st.RecomputedTokens
 	}
 	slices.Sort(res.TTFTs)
 	slices.Sort(e2e)

@@ -31,12 +31,21 @@ func benchWorkload(n int, rate float64) ([]float64, []Request) {
 
 // BenchmarkEngine pushes 12,000 requests through one qwen2.5-7b-910b4
 // engine at 3.5/8 requests per second: one eighth of a 3.5 req/s cluster of
-// 8, or the whole cluster's engine work. It reports ns per request.
+// 8, or the whole cluster's engine work. It reports ns per request, for the
+// realistic and the legacy model.
 func BenchmarkEngine(b *testing.B) {
+	for _, model := range []string{ModelRealistic, ModelLegacy} {
+		b.Run(model, func(b *testing.B) { benchEngine(b, model) })
+	}
+}
+
+func benchEngine(b *testing.B, model string) {
 	p, err := LoadProfile("qwen2.5-7b-910b4")
 	if err != nil {
 		b.Fatal(err)
 	}
+	p.EngineModel = model
+	p = p.Resolved()
 	const n = 12000
 	at, template := benchWorkload(n, 3.5/8)
 	reqs := make([]Request, n)
@@ -65,4 +74,5 @@ func BenchmarkEngine(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/req")
 	b.ReportMetric(float64(st.Steps)/n, "steps/req")
 	b.ReportMetric(float64(st.CachedTokens)/float64(st.PromptTokens), "hit-rate")
+	b.ReportMetric(float64(st.Preemptions), "preemptions")
 }

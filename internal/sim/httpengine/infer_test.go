@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dualmap/dualmap/internal/openai"
+	"github.com/dualmap/dualmap/internal/sim/engine"
 	"github.com/dualmap/dualmap/internal/tokenize"
 )
 
@@ -287,5 +288,29 @@ func TestTTFTOrdering(t *testing.T) {
 	}
 	if loaded <= idle || loaded < 40*time.Millisecond {
 		t.Errorf("time to first token: loaded %v, idle %v; want loaded later, and >= 40ms", loaded, idle)
+	}
+}
+
+// TestOutputCappedAtMaxModelLen: with the realistic model a request stops
+// at max_model_len tokens, prompt and output, with finish_reason "length".
+func TestOutputCappedAtMaxModelLen(t *testing.T) {
+	opt := fast()
+	p, err := engine.LoadProfile(DefaultProfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.MaxModelLen = 64
+	opt.Profile, opt.OutputTokens = p, 100
+	_, url := start(t, opt)
+	a := do(t, "POST", url+"/v1/chat/completions", chatBody(strings.Repeat("word ", 30), ""))
+	if a.status != 200 {
+		t.Fatalf("status %d: %s", a.status, a.body)
+	}
+	m := decode(t, a.body)
+	c := m["choices"].([]any)[0].(map[string]any)
+	u := m["usage"].(map[string]any)
+	prompt, out := u["prompt_tokens"].(float64), u["completion_tokens"].(float64)
+	if c["finish_reason"] != "length" || prompt+out != 64 {
+		t.Errorf("finish_reason %v, %v prompt + %v output tokens; want length and 64 in all", c["finish_reason"], prompt, out)
 	}
 }

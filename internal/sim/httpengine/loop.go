@@ -123,14 +123,20 @@ func (l *loop) step(t float64) {
 		case engine.Completed:
 			l.produce(tr, ev.Req.Output)
 			tr.p.Done = true
+			tr.p.Capped = ev.Req.OutputCapped
 			delete(l.decoding, id)
 			delete(l.live, id)
 			l.changed = append(l.changed, tr)
 		}
 	}
 	for _, tr := range l.decoding {
-		// One token at the first token's step, then one per step.
-		if l.produce(tr, min(tr.t.req.Output, int(1+steps-tr.firstStep))) {
+		// One token at the first token's step, then one per step (the
+		// realistic model tracks it: a preempted request pauses).
+		n := min(tr.t.req.Output, int(1+steps-tr.firstStep))
+		if !l.s.opt.Profile.Legacy() {
+			n = l.e.Generated(tr.t.req)
+		}
+		if l.produce(tr, n) {
 			l.changed = append(l.changed, tr)
 		}
 	}

@@ -69,6 +69,9 @@ func (r *reply) usage(p progress) *usage {
 // whole is the non-streaming response: object chat.completion or
 // text_completion, the full output and usage.
 func (r *reply) whole(p progress) body {
+	if p.Capped {
+		r.finish = "length" // as vLLM, at max_model_len
+	}
 	c := choice{FinishReason: &r.finish}
 	out := output(p.Generated)
 	object := "text_completion"

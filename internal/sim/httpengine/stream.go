@@ -45,6 +45,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, t *ticket, rep *
 	if ev.err != nil {
 		return
 	}
+	if p.Capped {
+		rep.finish = "length" // as vLLM, at max_model_len
+	}
 	ev.data(rep.chunk(rep.output))
 	if rep.includeUsage {
 		ev.data(rep.usageChunk(p))

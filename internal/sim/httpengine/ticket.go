@@ -14,6 +14,7 @@ type progress struct {
 	Generated    int     // output tokens out so far
 	First        bool    // the first token is out
 	Done         bool    // the last token is out
+	Capped       bool    // the engine cut the output at max_model_len (set with Done)
 	TTFT         float64 // simulated seconds from submission to the first token
 }
 
