@@ -21,6 +21,7 @@ type request struct {
 	e       engine.Request
 	engine  int
 	ttft    float64 // seconds from arrival; -1 until the first token
+	slo     float64 // this request's TTFT objective in seconds (the trace's or Options.SLO)
 	done    bool
 	failed  bool
 	depth   int
@@ -185,7 +186,11 @@ func (c *cluster) load(tr *trace.Trace, qps float64) {
 		}
 		out := max(tq.OutputTokens, 1)
 		r.c = c
-		r.s = scheduler.Request{Blocks: blocks, Tokens: tokens}
+		r.s = scheduler.Request{Blocks: blocks, Tokens: tokens, SLO: tq.SLO}
+		r.slo = c.opt.SLO.Seconds()
+		if tq.SLO > 0 {
+			r.slo = tq.SLO.Seconds()
+		}
 		r.e = engine.Request{ID: int64(i), Blocks: blocks, Tokens: tokens, Output: out, Truncated: r.e.Truncated}
 	}
 }
