@@ -65,6 +65,10 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		plotsDir   = fs.String("plots", "", "write PNG charts to this directory")
 		workers    = fs.Int("workers", 0, "parallel runs (0: one per core)")
 		quiet      = fs.Bool("quiet", false, "no progress bar")
+		costPrior  = fs.Float64("cost-prior", 0, "imperfect information: the router's prior per-token prefill cost is the profile's times this factor (0 or 1: exact); its online learning has to correct it")
+		idxDelay   = fs.Duration("index-delay", 0, "imperfect information: a router records a dispatch in its cache index this long afterwards (0: at once)")
+		idxDrop    = fs.Float64("index-drop", 0, "imperfect information: a router's cache-index record is lost with this probability")
+		metricPoll = fs.Duration("metrics-poll", 0, "imperfect information: routers read the engines' own load every this long (0: at every change; negative: never)")
 	)
 	if help, err := cli.ParseFlags(fs, args); help || err != nil {
 		return err
@@ -124,6 +128,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 			Instances: *instances, Profile: prof, SLO: *slo, Budget: *budget,
 			Replicas: *replicas, SyncInterval: *syncEvery, Warmup: *warmup,
 			Scale: scale, Horizon: *horizon, Timeline: len(scale) > 0,
+			Info: sim.Info{CostPrior: *costPrior, IndexDelay: *idxDelay, IndexDrop: *idxDrop, MetricsPoll: *metricPoll},
 		},
 	}
 	if *warmup == 0 {

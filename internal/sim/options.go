@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+	"math"
+	"strings"
 	"time"
 
 	"github.com/dualmap/dualmap/internal/config"
@@ -65,6 +67,70 @@ type Options struct {
 	Scheduler scheduler.Config
 	// Timeline records every instance's load once a second.
 	Timeline bool
+
+	// Imperfect information (zero values: exact). See Info.
+	Info Info
+}
+
+// Info is what the routers know, and how well: each field's zero value is
+// exact information.
+type Info struct {
+	// CostPrior multiplies the router's prior per-token prefill cost
+	// (the profile's PrefillPerToken, unless Scheduler.Cost.PerToken is
+	// set): 3 starts the TTFT estimator three times too pessimistic. Its
+	// online learning (Scheduler.Cost.LearnRate) has to correct it.
+	// 0 or 1: exact. Spec key cost_prior, flag --cost-prior.
+	CostPrior float64
+	// IndexDelay delays what a router records in its cache index (its
+	// estimate of what each instance cached) by this long after a
+	// dispatch, as when the index is fed by the engines' KV-cache events.
+	// Spec key index_delay (ms), flag --index-delay.
+	IndexDelay time.Duration
+	// IndexDrop loses such a record with this probability (seeded by
+	// Options.Seed). Spec key index_drop, flag --index-drop.
+	IndexDrop float64
+	// MetricsPoll is how often the routers read the engines' own load
+	// (waiting and running requests, scheduler.SetEngineLoad): 0 at every
+	// change (exact), > 0 every MetricsPoll, < 0 never. Spec key
+	// metrics_poll (ms), flag --metrics-poll.
+	MetricsPoll time.Duration
+}
+
+// reported reports whether cache-index records go through the delayed or
+// lossy path.
+func (in Info) reported() bool { return in.IndexDelay > 0 || in.IndexDrop > 0 }
+
+// String describes the imperfect information, "" when exact.
+func (in Info) String() string {
+	var parts []string
+	if in.CostPrior != 0 && in.CostPrior != 1 {
+		parts = append(parts, fmt.Sprintf("cost_prior=%g", in.CostPrior))
+	}
+	if in.IndexDelay > 0 {
+		parts = append(parts, fmt.Sprintf("index_delay=%v", in.IndexDelay))
+	}
+	if in.IndexDrop > 0 {
+		parts = append(parts, fmt.Sprintf("index_drop=%g", in.IndexDrop))
+	}
+	switch {
+	case in.MetricsPoll > 0:
+		parts = append(parts, fmt.Sprintf("metrics_poll=%v", in.MetricsPoll))
+	case in.MetricsPoll < 0:
+		parts = append(parts, "metrics_poll=never")
+	}
+	return strings.Join(parts, " ")
+}
+
+func (in Info) validate() error {
+	switch {
+	case in.CostPrior < 0 || math.IsNaN(in.CostPrior) || math.IsInf(in.CostPrior, 0):
+		return fmt.Errorf("sim: cost_prior must be a positive factor (0: exact), got %v", in.CostPrior)
+	case in.IndexDelay < 0:
+		return fmt.Errorf("sim: index_delay must be >= 0, got %v", in.IndexDelay)
+	case !(in.IndexDrop >= 0 && in.IndexDrop <= 1):
+		return fmt.Errorf("sim: index_drop must be a probability in [0, 1], got %v", in.IndexDrop)
+	}
+	return nil
 }
 
 // DefaultBudget is the default router-queue admission budget, the router's
@@ -125,6 +191,9 @@ func (o Options) withDefaults() (Options, error) {
 		if s.Instances < 1 || s.At < 0 {
 			return o, fmt.Errorf("sim: scale step %d (%v:%d): want a time >= 0 and >= 1 instance", i, s.At, s.Instances)
 		}
+	}
+	if err := o.Info.validate(); err != nil {
+		return o, err
 	}
 	if err := o.Profile.Validate(); err != nil {
 		return o, fmt.Errorf("sim: %w", err)

@@ -11,27 +11,31 @@ import (
 // (their TTFT is the time they had waited), so percentiles stay finite and
 // never flatter a policy.
 type Result struct {
-	Policy        string      `json:"policy"`
-	Queue         string      `json:"queue"`
-	QPS           float64     `json:"qps"`
-	Seed          uint64      `json:"seed"`
-	Replicas      int         `json:"replicas"`
-	Requests      int         `json:"requests"` // measured: after warm-up
-	Completed     int         `json:"completed"`
-	Failed        int         `json:"failed"`
-	Unfinished    int         `json:"unfinished"`
-	SLOAttainment float64     `json:"slo_attainment"`
-	TTFTP50       float64     `json:"ttft_p50_s"`
-	TTFTP90       float64     `json:"ttft_p90_s"`
-	TTFTP99       float64     `json:"ttft_p99_s"`
-	E2EP50        float64     `json:"e2e_p50_s"`
-	E2EP90        float64     `json:"e2e_p90_s"`
-	CacheHitRate  float64     `json:"cache_hit_rate"` // engine-side: cached / prompt tokens
-	LoadCV        float64     `json:"load_cv"`
-	Migrations    uint64      `json:"migrations"`
-	Truncated     int         `json:"truncated"`
-	KeyDepths     map[int]int `json:"key_depths"` // key length in blocks -> requests
-	WallSeconds   float64     `json:"wall_seconds"`
+	Policy        string  `json:"policy"`
+	Queue         string  `json:"queue"`
+	QPS           float64 `json:"qps"`
+	Seed          uint64  `json:"seed"`
+	Replicas      int     `json:"replicas"`
+	Requests      int     `json:"requests"` // measured: after warm-up
+	Completed     int     `json:"completed"`
+	Failed        int     `json:"failed"`
+	Unfinished    int     `json:"unfinished"`
+	SLOAttainment float64 `json:"slo_attainment"`
+	TTFTP50       float64 `json:"ttft_p50_s"`
+	TTFTP90       float64 `json:"ttft_p90_s"`
+	TTFTP99       float64 `json:"ttft_p99_s"`
+	E2EP50        float64 `json:"e2e_p50_s"`
+	E2EP90        float64 `json:"e2e_p90_s"`
+	CacheHitRate  float64 `json:"cache_hit_rate"` // engine-side: cached / prompt tokens
+	LoadCV        float64 `json:"load_cv"`
+	Migrations    uint64  `json:"migrations"`
+	// CostPerToken is the routers' per-token prefill cost estimate at the
+	// end of the run (mean over replicas and instances): the prior after
+	// online learning.
+	CostPerToken float64     `json:"cost_per_token"`
+	Truncated    int         `json:"truncated"`
+	KeyDepths    map[int]int `json:"key_depths"` // key length in blocks -> requests
+	WallSeconds  float64     `json:"wall_seconds"`
 	// Windows is SLO attainment by arrival time, in WindowSeconds buckets
 	// (all requests, warm-up included): how a scaling event plays out.
 	Windows []Window `json:"attainment_over_time,omitempty"`
@@ -126,8 +130,17 @@ func (c *cluster) result(qps float64) *Result {
 			w.Attainment /= float64(w.Requests)
 		}
 	}
+	var costs float64
+	var ncost int
 	for _, s := range c.reps {
 		res.Migrations += s.Stats().Migrations
+		for _, st := range s.Instances() {
+			costs += st.CostPerToken
+			ncost++
+		}
+	}
+	if ncost > 0 {
+		res.CostPerToken = costs / float64(ncost)
 	}
 	if len(classes) > 1 {
 		for _, cl := range classes {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,13 @@ type Spec struct {
 	OldestWait float64 // rebalancer: hotspot when the oldest queued request waited this long (s)
 	Learn      float64 // estimator learn rate (negative: no learning)
 	MaxRunning int     // router queue: requests in flight per instance (-1: no limit)
+	// Imperfect information (Options.Info), when set: cost_prior (factor),
+	// index_delay (ms), index_drop (probability), metrics_poll (ms; -1:
+	// never).
+	CostPrior   float64
+	IndexDelay  float64
+	IndexDrop   float64
+	MetricsPoll float64
 }
 
 // PaperPreset is the name of the DualMap variant with the paper's literal
@@ -103,15 +111,44 @@ func ParseSpec(s string) (Spec, error) {
 			sp.MaxRunning, err = strconv.Atoi(v)
 		case "learn":
 			sp.Learn, err = strconv.ParseFloat(v, 64)
+		case "cost_prior":
+			sp.CostPrior, err = strconv.ParseFloat(v, 64)
+		case "index_delay":
+			sp.IndexDelay, err = strconv.ParseFloat(v, 64)
+		case "index_drop":
+			sp.IndexDrop, err = strconv.ParseFloat(v, 64)
+		case "metrics_poll":
+			sp.MetricsPoll, err = strconv.ParseFloat(v, 64)
 		default:
 			sp.Params[k] = v
 		}
 		if err != nil {
 			return sp, fmt.Errorf("sim: policy %q: %s: %q is not a number", s, k, v)
 		}
+		if err := sp.checkInfo(); err != nil {
+			return sp, fmt.Errorf("sim: policy %q: %w", s, err)
+		}
 	}
 	return sp, nil
 }
+
+// checkInfo rejects impossible imperfect-information keys, naming them.
+func (sp Spec) checkInfo() error {
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+	switch {
+	case sp.CostPrior < 0 || !finite(sp.CostPrior):
+		return fmt.Errorf("cost_prior must be a positive factor, got %v", sp.CostPrior)
+	case sp.IndexDelay < 0 || !finite(sp.IndexDelay) || sp.IndexDelay > 1e9:
+		return fmt.Errorf("index_delay must be a number of ms in [0, 1e9], got %v", sp.IndexDelay)
+	case !(sp.IndexDrop >= 0 && sp.IndexDrop <= 1):
+		return fmt.Errorf("index_drop must be a probability in [0, 1], got %v", sp.IndexDrop)
+	case !finite(sp.MetricsPoll) || math.Abs(sp.MetricsPoll) > 1e9:
+		return fmt.Errorf("metrics_poll must be a number of ms (-1: never), got %v", sp.MetricsPoll)
+	}
+	return nil
+}
+
+func millis(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
 
 // apply returns o configured for this variant.
 func (sp Spec) apply(o Options) Options {
@@ -142,6 +179,18 @@ func (sp Spec) apply(o Options) Options {
 	}
 	if sp.Learn != 0 {
 		o.Scheduler.Cost.LearnRate = sp.Learn
+	}
+	if sp.CostPrior > 0 {
+		o.Info.CostPrior = sp.CostPrior
+	}
+	if sp.IndexDelay > 0 {
+		o.Info.IndexDelay = millis(sp.IndexDelay)
+	}
+	if sp.IndexDrop > 0 {
+		o.Info.IndexDrop = sp.IndexDrop
+	}
+	if sp.MetricsPoll != 0 {
+		o.Info.MetricsPoll = millis(sp.MetricsPoll)
 	}
 	if sp.OldestWait > 0 {
 		o.Scheduler.Rebalance.OldestWait = time.Duration(sp.OldestWait * float64(time.Second))

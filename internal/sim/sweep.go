@@ -58,14 +58,17 @@ type Spread struct {
 
 // Report is a whole sweep's output (the shape of `dualmap sim --json`).
 type Report struct {
-	Trace             string  `json:"trace"`
-	Requests          int     `json:"requests"`
-	Instances         int     `json:"instances"`
-	Profile           string  `json:"profile"`
-	SLOSeconds        float64 `json:"slo_seconds"`
-	Replicas          int     `json:"replicas"`
-	SyncInterval      string  `json:"sync_interval,omitempty"`
-	Warmup            int     `json:"warmup"`
+	Trace        string  `json:"trace"`
+	Requests     int     `json:"requests"`
+	Instances    int     `json:"instances"`
+	Profile      string  `json:"profile"`
+	SLOSeconds   float64 `json:"slo_seconds"`
+	Replicas     int     `json:"replicas"`
+	SyncInterval string  `json:"sync_interval,omitempty"`
+	Warmup       int     `json:"warmup"`
+	// Information is the routers' imperfect information (Options.Info),
+	// empty when exact.
+	Information       string  `json:"information,omitempty"`
 	UpperBoundHitRate float64 `json:"upper_bound_hit_rate"`
 	// PrefillBoundQPS and WorkBoundQPS: see the bounds type.
 	PrefillBoundQPS float64   `json:"prefill_bound_qps"`
@@ -102,7 +105,7 @@ func (sw *Sweep) Run() (*Report, error) {
 	rep := &Report{
 		Trace: sw.Trace.Source, Requests: len(sw.Trace.Requests), Instances: base.Instances,
 		Profile: base.Profile.Name, SLOSeconds: base.SLO.Seconds(), Replicas: base.Replicas,
-		Warmup: max(base.Warmup, 0),
+		Warmup: max(base.Warmup, 0), Information: base.Info.String(),
 	}
 	b := upperBounds(sw.Trace, base)
 	rep.UpperBoundHitRate, rep.PrefillBoundQPS, rep.WorkBoundQPS = b.hitRate, b.prefillQPS, b.workQPS

@@ -18,6 +18,9 @@ func WriteTable(w io.Writer, rep *Report) error {
 	if rep.Replicas > 1 {
 		fmt.Fprintf(w, ", %d router replicas syncing every %s", rep.Replicas, rep.SyncInterval)
 	}
+	if rep.Information != "" {
+		fmt.Fprintf(w, ", imperfect information: %s", rep.Information)
+	}
 	fmt.Fprintf(w, "\nupper-bound hit rate (infinite single cache, prompt tokens of measured requests): %.1f%%\n", 100*rep.UpperBoundHitRate)
 	fmt.Fprintf(w, "at that hit rate the instances are busy all the time at %.2f QPS with prefill alone, %.2f QPS with decode too\n\n", rep.PrefillBoundQPS, rep.WorkBoundQPS)
 	fmt.Fprintln(tw, "policy\tqueue\tqps\tSLO att.\tTTFT p50\tp90\tp99\tE2E p50\tp90\thit rate\tload CV\tmigr.\tfailed\tunfin.\t")
