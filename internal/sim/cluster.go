@@ -131,6 +131,9 @@ func (c *cluster) build() error {
 		cfg.Cost.PerToken *= f
 	}
 	cfg.ReportedCache = o.Info.reported()
+	if o.RebalanceSLO > 0 {
+		cfg.Rebalance.PendingTokens = max(1, int(o.RebalanceSLO*o.SLO.Seconds()/cfg.Cost.PerToken))
+	}
 	c.infoRng = rand.New(rand.NewPCG(o.Seed, 0x696e666f)) // "info"
 	cfg.Now = c.clock
 	cfg.Rebalance.External = c.coordinated() // leased, in rebalance

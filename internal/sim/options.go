@@ -35,11 +35,15 @@ type Options struct {
 	Queue  string           // QueueRouter (default), QueueEngine or QueuePaper
 	// Budget is the router queue's admission budget in pending prefill
 	// tokens per instance, where router queues are used (default
-	// DefaultBudget).
-	Budget    int
-	Instances int            // default 8
-	Profile   engine.Profile // default the qwen2.5-7b-910b4 profile
-	SLO       time.Duration  // TTFT objective, default the scheduler's, 5s
+	// DefaultBudget; negative: no router queue in any mode).
+	Budget int
+	// RebalanceSLO, when > 0, sets the rebalancer's hotspot threshold
+	// (Scheduler.Rebalance.PendingTokens) to the tokens the router's prior
+	// per-token cost clears in this fraction of the SLO.
+	RebalanceSLO float64
+	Instances    int            // default 8
+	Profile      engine.Profile // default the qwen2.5-7b-910b4 profile
+	SLO          time.Duration  // TTFT objective, default the scheduler's, 5s
 	// Replicas is the number of router replicas (default 1). Each request
 	// goes to a random one; each knows its own dispatches at once. Every
 	// SyncInterval they run serve's coordination rounds (package
@@ -182,8 +186,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("sim: instances must be >= 1, got %d", o.Instances)
 	case o.Replicas < 1:
 		return o, fmt.Errorf("sim: replicas must be >= 1, got %d", o.Replicas)
-	case o.Budget < 0:
-		return o, fmt.Errorf("sim: budget must be >= 0, got %d", o.Budget)
+	case o.RebalanceSLO < 0 || math.IsNaN(o.RebalanceSLO) || math.IsInf(o.RebalanceSLO, 0):
+		return o, fmt.Errorf("sim: rebalance_slo must be a positive fraction, got %v", o.RebalanceSLO)
 	case o.SLO < 0 || o.SyncInterval < 0 || o.Tick < 0 || o.Horizon < 0:
 		return o, fmt.Errorf("sim: durations must be positive")
 	}
@@ -204,6 +208,8 @@ func (o Options) withDefaults() (Options, error) {
 // budget returns the router-queue budget the policy gets in this mode.
 func (o Options) budget() int {
 	switch {
+	case o.Budget < 0:
+		return 0
 	case o.Queue == QueueRouter:
 		return o.Budget
 	case o.Queue == QueuePaper && o.Policy == "dualmap":
