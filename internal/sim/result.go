@@ -21,14 +21,17 @@ type Result struct {
 	Failed        int     `json:"failed"`
 	Unfinished    int     `json:"unfinished"`
 	SLOAttainment float64 `json:"slo_attainment"`
-	TTFTP50       float64 `json:"ttft_p50_s"`
-	TTFTP90       float64 `json:"ttft_p90_s"`
-	TTFTP99       float64 `json:"ttft_p99_s"`
-	E2EP50        float64 `json:"e2e_p50_s"`
-	E2EP90        float64 `json:"e2e_p90_s"`
-	CacheHitRate  float64 `json:"cache_hit_rate"` // engine-side: cached / prompt tokens
-	LoadCV        float64 `json:"load_cv"`
-	Migrations    uint64  `json:"migrations"`
+	// AttainmentBound is the highest attainment any router could reach at
+	// this rate (set by Sweep; see bounds.attainmentAt).
+	AttainmentBound float64 `json:"attainment_bound,omitempty"`
+	TTFTP50         float64 `json:"ttft_p50_s"`
+	TTFTP90         float64 `json:"ttft_p90_s"`
+	TTFTP99         float64 `json:"ttft_p99_s"`
+	E2EP50          float64 `json:"e2e_p50_s"`
+	E2EP90          float64 `json:"e2e_p90_s"`
+	CacheHitRate    float64 `json:"cache_hit_rate"` // engine-side: cached / prompt tokens
+	LoadCV          float64 `json:"load_cv"`
+	Migrations      uint64  `json:"migrations"`
 	// CostPerToken is the routers' per-token prefill cost estimate at the
 	// end of the run (mean over replicas and instances): the prior after
 	// online learning.
