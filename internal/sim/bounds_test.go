@@ -36,8 +36,8 @@ func TestBoundsBound(t *testing.T) {
 				t.Fatal(err)
 			}
 			b := upperBounds(tr, o)
-			if b.prefill90 <= 0 || b.prefill50 < b.prefill90 || b.prefill90 < b.prefillQPS*0.99 {
-				t.Fatalf("bounds: 90%% %.2f, 50%% %.2f, all requests %.2f: want 0 < all <= 90%% <= 50%%", b.prefill90, b.prefill50, b.prefillQPS)
+			if b.prefill90 <= 0 || (b.prefill50 >= 0 && b.prefill50 < b.prefill90) || b.prefill90 < b.prefillQPS*0.99 {
+				t.Fatalf("bounds: 90%% %.2f, 50%% %.2f, all requests %.2f: want 0 < all <= 90%% <= 50%% (-1: none)", b.prefill90, b.prefill50, b.prefillQPS)
 			}
 			var qps []float64
 			for _, f := range []float64{0.7, 1.0, 1.1, 1.5} {
