@@ -24,7 +24,9 @@ def summarize(path, name):
     rep = json.load(open(f"{path}/{name}.json"))
     print(f"== {name}: {rep['trace']} requests={rep['requests']} instances={rep['instances']} "
           f"replicas={rep['replicas']} upper-bound hit rate={rep['upper_bound_hit_rate']:.3f} "
-          f"prefill bound={rep.get('prefill_bound_qps', 0):.2f} QPS work bound={rep.get('work_bound_qps', 0):.2f} QPS")
+          f"prefill bound={rep.get('prefill_bound_qps', 0):.2f} QPS (cheapest 90%: {rep.get('prefill_bound_90_qps', 0):.2f}, "
+          f"50%: {rep.get('prefill_bound_50_qps', 0):.2f}) work bound={rep.get('work_bound_qps', 0):.2f} QPS "
+          f"(cheapest 90%: {rep.get('work_bound_90_qps', 0):.2f})")
     for queue in sorted({r["queue"] for r in rep["runs"]}):
         gp = {g["policy"]: g["qps"] for g in rep["goodput"] if g["queue"] == queue}
         base = {k: v for k, v in gp.items() if not k.startswith("dualmap")}
