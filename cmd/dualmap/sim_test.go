@@ -105,7 +105,7 @@ func TestSimCommandImperfect(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rep struct {
-		Information string  `json:"information"`
+		Information string `json:"information"`
 		Runs        []struct {
 			Bound   float64 `json:"attainment_bound"`
 			Classes []struct {
