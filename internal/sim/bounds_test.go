@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"testing"
 )
 
@@ -62,7 +61,7 @@ func TestBoundsBound(t *testing.T) {
 					t.Errorf("%s/%s: goodput %.2f above the 90%% prefill bound %.2f", g.Policy, g.Queue, g.QPS, rep.PrefillBound90QPS)
 				}
 			}
-			t.Log(fmt.Sprintf("bounds: prefill all %.2f, 90%% %.2f, 50%% %.2f; work all %.2f, 90%% %.2f", rep.PrefillBoundQPS, rep.PrefillBound90QPS, rep.PrefillBound50QPS, rep.WorkBoundQPS, rep.WorkBound90QPS))
+			t.Logf("bounds: prefill all %.2f, 90%% %.2f, 50%% %.2f; work all %.2f, 90%% %.2f", rep.PrefillBoundQPS, rep.PrefillBound90QPS, rep.PrefillBound50QPS, rep.WorkBoundQPS, rep.WorkBound90QPS)
 		})
 	}
 }
