@@ -57,6 +57,21 @@ func (s *Scheduler) RecordCached(id string, blocks []uint64, at time.Time) error
 	return nil
 }
 
+// AddCached records that instance id holds a prompt with these chained
+// blocks in its KV cache: they join its cache index, most recent. It is how
+// the caller keeps the index with Config.ReportedCache; unlike
+// RecordCached it adds no load.
+func (s *Scheduler) AddCached(id string, blocks []uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.byID[id]
+	if in == nil {
+		return fmt.Errorf("%w %q", ErrUnknownInstance, id)
+	}
+	in.addKV(blocks)
+	return nil
+}
+
 // LocalLoad returns this replica's own load on every instance, by id.
 func (s *Scheduler) LocalLoad(dst map[string]Load) {
 	s.mu.Lock()

@@ -138,3 +138,23 @@ func TestEngineLoadSignal(t *testing.T) {
 		t.Error("SetEngineLoad(negative) = nil")
 	}
 }
+
+// With ReportedCache a dispatch does not fill the cache index: the next
+// request with the same prompt sees nothing cached until AddCached.
+func TestReportedCache(t *testing.T) {
+	s, _ := mustNew(t, Config{ReportedCache: true, Policy: "cache-affinity"}, 8)
+	p := prompt(3, 3, 6, 8)
+	d1 := route(t, s, req(p))
+	if d := route(t, s, req(p)); d.CachedTokens != 0 {
+		t.Errorf("before AddCached: %d tokens cached on %s, want 0", d.CachedTokens, d.Instance)
+	}
+	if err := s.AddCached(d1.Instance, p); err != nil {
+		t.Fatal(err)
+	}
+	if d := route(t, s, req(p)); d.Instance != d1.Instance || d.CachedTokens != 8*512 {
+		t.Errorf("after AddCached: %s with %d cached, want %s with %d", d.Instance, d.CachedTokens, d1.Instance, 8*512)
+	}
+	if err := s.AddCached("nope", p); err == nil {
+		t.Error("AddCached on an unknown instance succeeded")
+	}
+}

@@ -30,10 +30,16 @@ type Config struct {
 	// Instance.CacheTokens is 0 (default 1,200,000: 64 GiB of DRAM at
 	// Qwen2.5-7B's 57,344 bytes per token).
 	CacheTokens int
-	KeyDepth    KeyDepthConfig
-	Cost        CostConfig
-	Queue       QueueConfig
-	Rebalance   RebalanceConfig
+	// ReportedCache: a dispatch does not record its prompt's blocks in the
+	// instance's cache index (the router's estimate of what it cached);
+	// the caller records them with AddCached when it learns of them, e.g.
+	// from the engine's KV-cache events, late or not at all. Default
+	// false: blocks are recorded at dispatch.
+	ReportedCache bool
+	KeyDepth      KeyDepthConfig
+	Cost          CostConfig
+	Queue         QueueConfig
+	Rebalance     RebalanceConfig
 	// Now is the clock (default time.Now). The simulator injects its own.
 	Now func() time.Time
 }
@@ -371,7 +377,9 @@ func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration) {
 		in.avgUncached.set(avg + 0.1*(float64(r.uncached)-avg))
 	}
 	in.running.add(1)
-	in.kv.add(r.Blocks)
+	if !s.cfg.ReportedCache {
+		in.kv.add(r.Blocks)
+	}
 	if r.state == stateQueued {
 		r.dec.Waited = now - r.enqueued
 	}

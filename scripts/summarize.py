@@ -8,9 +8,15 @@ usage: python3 scripts/summarize.py OUTDIR NAME...
        python3 scripts/summarize.py --table QUEUE QPS,QPS,... OUTDIR NAME [POLICY,...]
          (a Markdown table of one report at the given rates, seeds averaged,
          as in docs/evaluation.md)
+       python3 scripts/summarize.py --matrix OUTDIR
+         (the workload matrix of scripts/evaluate.sh, OUTDIR/m/WORKLOAD-ROUTERS-ENGINE.json:
+         a goodput table per workload and the summary table, in Markdown)
 """
 import collections
+import glob
 import json
+import os
+import re
 import sys
 
 
@@ -18,7 +24,9 @@ def summarize(path, name):
     rep = json.load(open(f"{path}/{name}.json"))
     print(f"== {name}: {rep['trace']} requests={rep['requests']} instances={rep['instances']} "
           f"replicas={rep['replicas']} upper-bound hit rate={rep['upper_bound_hit_rate']:.3f} "
-          f"prefill bound={rep.get('prefill_bound_qps', 0):.2f} QPS work bound={rep.get('work_bound_qps', 0):.2f} QPS")
+          f"prefill bound={rep.get('prefill_bound_qps', 0):.2f} QPS (cheapest 90%: {rep.get('prefill_bound_90_qps', 0):.2f}, "
+          f"50%: {rep.get('prefill_bound_50_qps', 0):.2f}) work bound={rep.get('work_bound_qps', 0):.2f} QPS "
+          f"(cheapest 90%: {rep.get('work_bound_90_qps', 0):.2f})")
     for queue in sorted({r["queue"] for r in rep["runs"]}):
         gp = {g["policy"]: g["qps"] for g in rep["goodput"] if g["queue"] == queue}
         base = {k: v for k, v in gp.items() if not k.startswith("dualmap")}
@@ -76,8 +84,117 @@ def table(queue, rates, path, name, policies=None):
     print(f"Goodput ({queue} mode): " + ", ".join(f"{k} ~{v:.2f}" for k, v in gp))
 
 
+MATRIX_NAME = re.compile(r"^(?P<w>.+)-(?P<r>r1|r4s[^-]+)-(?P<e>[^-]+)$")
+
+
+def router_label(r):
+    return "1 router" if r == "r1" else f"4 routers, {r[3:]} sync"
+
+
+def goodput_cell(g, bound):
+    """A goodput figure with its marks: >= at or above the highest swept rate,
+    < below the lowest, ! above the 90% prefill bound (a bug)."""
+    if g is None:
+        return "-"
+    q = g["qps"]
+    mark = ""
+    note = g.get("note", "")
+    if note.startswith("at or above"):
+        mark = ">="
+    elif note.startswith("below"):
+        mark = "<"
+    cell = f"{mark}{q:.2f}"
+    if g.get("seeds"):
+        cell += f" ({g['seeds']['min']:.2f}-{g['seeds']['max']:.2f})"
+    if bound is not None and bound >= 0 and q > bound + 1e-9:
+        cell += " !"
+    return cell
+
+
+def load_matrix(path):
+    reps = {}
+    for f in sorted(glob.glob(os.path.join(path, "m", "*.json"))):
+        m = MATRIX_NAME.match(os.path.basename(f)[:-5])
+        if not m:
+            continue
+        reps[(m["w"], m["r"], m["e"])] = json.load(open(f))
+    return reps
+
+
+def ordered(keys, first):
+    """keys in first's order, then the rest sorted."""
+    return [k for k in first if k in keys] + sorted(k for k in keys if k not in first)
+
+
+def matrix(path):
+    reps = load_matrix(path)
+    if not reps:
+        print(f"no matrix reports in {path}/m")
+        return
+    workload_order = ["conv", "agent", "fixed", "hot-prefix", "chat", "bursts", "slo-mix", "conv-imperfect"]
+    workloads = ordered({w for w, _, _ in reps}, workload_order)
+    routers = ordered({r for _, r, _ in reps}, ["r1", "r4s500ms", "r4s2s"])
+    engines = ordered({e for _, _, e in reps}, ["default", "legacy"])
+    policy_order = ["dualmap", "dualmap-paper", "preble", "min-ttft", "least-loaded", "consistent-hash-bounded-load",
+                    "cache-affinity", "round-robin", "random"]
+    summary = []
+    for w in workloads:
+        cols = [(r, e) for e in engines for r in routers if (w, r, e) in reps]
+        any_rep = reps[(w, cols[0][0], cols[0][1])]
+        print(f"### {w}: {any_rep['trace']}\n")
+        print(f"{any_rep['requests']} requests ({any_rep['warmup']} warm-up), {any_rep['instances']} instances, "
+              f"profile {any_rep['profile']}, SLO {any_rep['slo_seconds']:g} s"
+              + (f", imperfect information: {any_rep['information']}" if any_rep.get("information") else "") + ".\n")
+        print("| engine | upper-bound hit rate | prefill bound (all / 90% / 50%) | work bound (all / 90%) |")
+        print("|---|---|---|---|")
+        for e in engines:
+            rep = next((reps[(w, r, e)] for r in routers if (w, r, e) in reps), None)
+            if rep is None:
+                continue
+            b = lambda k: "none" if rep.get(k, 0) < 0 else f"{rep.get(k, 0):.2f}"
+            print(f"| {e} | {100 * rep['upper_bound_hit_rate']:.1f}% | {b('prefill_bound_qps')} / {b('prefill_bound_90_qps')} / "
+                  f"{b('prefill_bound_50_qps')} | {b('work_bound_qps')} / {b('work_bound_90_qps')} |")
+        print()
+        print("| policy | queue | " + " | ".join(f"{router_label(r)}, engine {e}" for r, e in cols) + " |")
+        print("|---|---|" + "---|" * len(cols))
+        rows = collections.OrderedDict()
+        for (r, e) in cols:
+            for g in reps[(w, r, e)]["goodput"]:
+                rows.setdefault((g["policy"], g["queue"]), {})[(r, e)] = g
+        keys = sorted(rows, key=lambda k: (k[1] != "router", policy_order.index(k[0]) if k[0] in policy_order else 99, k[0]))
+        for (pol, q) in keys:
+            cells = [goodput_cell(rows[(pol, q)].get(c), reps[(w, c[0], c[1])].get("prefill_bound_90_qps")) for c in cols]
+            print(f"| {pol} | {q} | " + " | ".join(cells) + " |")
+        print()
+        for (r, e) in cols:
+            gp = {g["policy"]: g for g in reps[(w, r, e)]["goodput"] if g["queue"] == "router"}
+            summary.append((w, r, e, gp, reps[(w, r, e)].get("prefill_bound_90_qps")))
+    pols = ordered({p for *_, gp, _ in summary for p in gp}, policy_order)
+    print("### Summary: goodput (QPS at >= 90% SLO attainment), router mode\n")
+    print("`>=`: at or above the highest swept rate; `<`: below the lowest; `!`: above the 90% prefill bound (a bug); "
+          "4-router figures are means over seeds (single seeds in parentheses in the tables above).\n")
+    print("| workload | routers | engine | " + " | ".join(pols) + " | best baseline | DualMap / best |")
+    print("|---|---|---|" + "---|" * len(pols) + "---|---|")
+    for w, r, e, gp, bound in summary:
+        cells = []
+        for p in pols:
+            g = gp.get(p)
+            cells.append("-" if g is None else goodput_cell(dict(g, seeds=None), bound))
+        base = {p: g["qps"] for p, g in gp.items() if not p.startswith("dualmap")}
+        best = max(base, key=base.get) if base else None
+        ratio = "-"
+        if best and base[best] > 0 and "dualmap" in gp:
+            ratio = f"{gp['dualmap']['qps'] / base[best]:.3f}"
+        elif best and "dualmap" in gp:
+            ratio = "inf" if gp["dualmap"]["qps"] > 0 else "-"
+        bcell = f"{best} {base[best]:.2f}" if best else "-"
+        print(f"| {w} | {router_label(r)} | {e} | " + " | ".join(cells) + f" | {bcell} | {ratio} |")
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "--table":
+    if sys.argv[1] == "--matrix":
+        matrix(sys.argv[2])
+    elif sys.argv[1] == "--table":
         table(*sys.argv[2:7])
     else:
         for n in sys.argv[2:]:

@@ -40,7 +40,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		timeUnit   = fs.String("time-unit", "ms", "generic format: timestamp unit s | ms | us | ns")
 		chainIDs   = fs.Bool("chain-ids", false, "generic format: hash ids are per-block content ids; chain them")
 		skipBad    = fs.Bool("skip-malformed", false, "skip malformed trace lines (counted) instead of failing")
-		generate   = fs.String("generate", "", "generate a skewed tool&agent-like trace instead: key=value,... (seed, requests, qps, prefixes, zipf, hot_prompts, hot_share, hot_blocks, session_prob, arrival); \"default\" for the defaults")
+		generate   = fs.String("generate", "", "generate a workload instead: key=value,... (shape=agent|fixed|hot-prefix|chat, arrival=poisson|bursty|onoff, slo_mix=2s:0.5/30s:0.5, ...: docs/simulator.md); \"default\" for the tool&agent-like defaults")
 		writeTrace = fs.String("write-trace", "", "also write the (generated or read) trace to this file in Mooncake format")
 		requests   = fs.Int("requests", 0, "use only the first N requests (0: all)")
 		maxRunning = fs.Int("max-running", 0, "router queues send an instance no more than this many requests in flight, as limits.max_running (0: no limit, the router's default)")
@@ -53,10 +53,10 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		profile    = fs.String("profile", "qwen2.5-7b-910b4", "engine profile: a built-in name or a JSON file ("+strings.Join(engine.Profiles(), ", ")+")")
 		engModel   = fs.String("engine-model", "", "engine model: realistic (KV memory, preemption, context-dependent decode) | legacy (the first model); empty: the profile's engine_model, else realistic")
 		noise      = fs.Float64("prefill-noise", -1, "relative std-dev of a per-request factor on the engine's prefill cost (realistic model; negative: the profile's prefill_noise)")
-		policies   = fs.String("policies", strings.Join(append(scheduler.Policies(), sim.PaperPreset), ","), "policy variants: name or name(key=value,...); "+sim.PaperPreset+" is DualMap with the paper's settings")
+		policies   = fs.String("policies", strings.Join(append(scheduler.Policies(), sim.PaperPreset), ","), "policy variants: name or name(key=value,...); "+sim.PaperPreset+" is DualMap with the paper's literal settings (docs/simulator.md)")
 		queues     = fs.String("queue", "router,paper", "queue modes: router | engine | paper (comma-separated)")
 		slo        = fs.Duration("slo", scheduler.DefaultConfig().SLO, "TTFT SLO")
-		budget     = fs.Int("budget", sim.DefaultBudget, "router-queue admission budget, pending prefill tokens per instance")
+		budget     = fs.Int("budget", sim.DefaultBudget, "router-queue admission budget, pending prefill tokens per instance (-1: no router queue)")
 		replicas   = fs.Int("replicas", 1, "router replicas")
 		syncEvery  = fs.Duration("sync-interval", 500*time.Millisecond, "replicas: how often they exchange load, cache and key-depth state (0: never)")
 		seeds      = fs.Int("seeds", 1, "run every point with seeds 1..N and report mean and spread")
@@ -67,6 +67,10 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		plotsDir   = fs.String("plots", "", "write PNG charts to this directory")
 		workers    = fs.Int("workers", 0, "parallel runs (0: one per core)")
 		quiet      = fs.Bool("quiet", false, "no progress bar")
+		costPrior  = fs.Float64("cost-prior", 0, "imperfect information: the router's prior per-token prefill cost is the profile's times this factor (0 or 1: exact); its online learning has to correct it")
+		idxDelay   = fs.Duration("index-delay", 0, "imperfect information: a router records a dispatch in its cache index this long afterwards (0: at once)")
+		idxDrop    = fs.Float64("index-drop", 0, "imperfect information: a router's cache-index record is lost with this probability")
+		metricPoll = fs.Duration("metrics-poll", 0, "imperfect information: routers read the engines' own load every this long (0: at every change; negative: never)")
 	)
 	if help, err := cli.ParseFlags(fs, args); help || err != nil {
 		return err
@@ -126,6 +130,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 			Instances: *instances, Profile: prof, SLO: *slo, Budget: *budget,
 			Replicas: *replicas, SyncInterval: *syncEvery, Warmup: *warmup,
 			Scale: scale, Horizon: *horizon, Timeline: len(scale) > 0,
+			Info: sim.Info{CostPrior: *costPrior, IndexDelay: *idxDelay, IndexDrop: *idxDrop, MetricsPoll: *metricPoll},
 		},
 	}
 	if *warmup == 0 {
@@ -192,7 +197,7 @@ func loadTrace(path, generate string, opt trace.Options) (*trace.Trace, error) {
 	case path != "" && generate != "":
 		return nil, fmt.Errorf("%w: give --trace or --generate, not both", cli.ErrUsage)
 	case generate != "":
-		cfg, err := parseGenConfig(generate)
+		cfg, err := trace.ParseGenConfig(generate)
 		if err != nil {
 			return nil, fmt.Errorf("%w: --generate: %v", cli.ErrUsage, err)
 		}
@@ -201,48 +206,6 @@ func loadTrace(path, generate string, opt trace.Options) (*trace.Trace, error) {
 		return nil, fmt.Errorf("%w: --trace FILE or --generate is required", cli.ErrUsage)
 	}
 	return trace.ReadFile(path, opt)
-}
-
-func parseGenConfig(s string) (trace.GenConfig, error) {
-	var c trace.GenConfig
-	if s == "default" {
-		return c, nil
-	}
-	for _, kv := range splitList(s) {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return c, fmt.Errorf("%q is not key=value", kv)
-		}
-		var err error
-		switch k {
-		case "seed":
-			c.Seed, err = strconv.ParseUint(v, 10, 64)
-		case "requests":
-			c.Requests, err = strconv.Atoi(v)
-		case "qps":
-			c.QPS, err = strconv.ParseFloat(v, 64)
-		case "prefixes":
-			c.Prefixes, err = strconv.Atoi(v)
-		case "zipf":
-			c.ZipfS, err = strconv.ParseFloat(v, 64)
-		case "hot_prompts":
-			c.HotPrompts, err = strconv.Atoi(v)
-		case "hot_share":
-			c.HotShare, err = strconv.ParseFloat(v, 64)
-		case "hot_blocks":
-			c.HotBlocks, err = strconv.Atoi(v)
-		case "session_prob":
-			c.SessionProb, err = strconv.ParseFloat(v, 64)
-		case "arrival":
-			c.Arrival = v
-		default:
-			return c, fmt.Errorf("unknown key %q", k)
-		}
-		if err != nil {
-			return c, fmt.Errorf("%s: %q is not a valid number", k, v)
-		}
-	}
-	return c, nil
 }
 
 // parseSpecs splits a policy list on commas outside parentheses.

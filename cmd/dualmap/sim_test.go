@@ -30,7 +30,8 @@ func TestSimCommandJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("report is not JSON: %v", err)
 	}
-	for _, k := range []string{"trace", "requests", "instances", "profile", "slo_seconds", "upper_bound_hit_rate", "prefill_bound_qps", "work_bound_qps", "runs", "goodput"} {
+	for _, k := range []string{"trace", "requests", "instances", "profile", "slo_seconds", "upper_bound_hit_rate", "prefill_bound_qps", "work_bound_qps",
+		"prefill_bound_90_qps", "work_bound_90_qps", "prefill_bound_50_qps", "work_bound_50_qps", "runs", "goodput"} {
 		if _, ok := rep[k]; !ok {
 			t.Errorf("report lacks %q", k)
 		}
@@ -65,6 +66,12 @@ func TestSimCommandErrors(t *testing.T) {
 		{"bad scale", []string{"sim", "--generate", "default", "--scale", "74:8"}, "time:instances"},
 		{"bad gen key", []string{"sim", "--generate", "colour=red"}, "unknown key"},
 		{"bad profile", []string{"sim", "--generate", "default", "--profile", "h100-dreams"}, "profile"},
+		{"bad share", []string{"sim", "--generate", "shape=hot-prefix,prefix_share=1.5"}, "prefix_share"},
+		{"zero on period", []string{"sim", "--generate", "arrival=onoff,on_s=0"}, "on_s"},
+		{"bad slo mix", []string{"sim", "--generate", "slo_mix=2s:0.5/30s:0.6"}, "slo_mix"},
+		{"bad index drop", []string{"sim", "--generate", "requests=50", "--qps", "1", "--index-drop", "1.5", "--quiet"}, "index_drop"},
+		{"bad cost prior", []string{"sim", "--generate", "requests=50", "--qps", "1", "--cost-prior", "-3", "--quiet"}, "cost_prior"},
+		{"bad index delay", []string{"sim", "--generate", "requests=50", "--qps", "1", "--index-delay", "-1s", "--quiet"}, "index_delay"},
 		{"bad max running", []string{"sim", "--generate", "requests=50", "--qps", "1", "--max-running", "-1", "--quiet"}, "--max-running must be >= 0"},
 		{"bad engine model", []string{"sim", "--generate", "requests=50", "--qps", "1", "--engine-model", "fast", "--quiet"}, "engine_model"},
 		{"bad noise", []string{"sim", "--generate", "requests=50", "--qps", "1", "--prefill-noise", "20", "--quiet"}, "prefill_noise"},
@@ -77,6 +84,48 @@ func TestSimCommandErrors(t *testing.T) {
 				t.Errorf("run(%q) = %d, stderr %q, want non-zero and %q", tt.args, code, stderr.String(), tt.want)
 			}
 		})
+	}
+}
+
+// TestSimCommandImperfect runs a generated workload with per-request SLOs
+// and every imperfect-information flag, and checks that the report says so.
+func TestSimCommandImperfect(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out.json")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"sim", "--generate", "shape=hot-prefix,requests=600,slo_mix=1s:0.5/30s:0.5", "--qps", "2", "--policies", "dualmap,dualmap-paper,preble",
+		"--queue", "router", "--warmup", "100", "--instances", "4", "--cost-prior", "3", "--index-delay", "200ms", "--index-drop", "0.1",
+		"--metrics-poll", "1s", "--json", out, "--quiet"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("dualmap sim exited %d: %s", code, stderr.String())
+	}
+	for _, want := range []string{"imperfect information: cost_prior=3 index_delay=200ms index_drop=0.1 metrics_poll=1s", "prefill bound", "(90%)"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Information string `json:"information"`
+		Runs        []struct {
+			Bound   float64 `json:"attainment_bound"`
+			Classes []struct {
+				SLO float64 `json:"slo_s"`
+			} `json:"slo_classes"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Information == "" || len(rep.Runs) != 3 {
+		t.Fatalf("report: %+v", rep)
+	}
+	for _, r := range rep.Runs {
+		if r.Bound <= 0 || len(r.Classes) != 2 || r.Classes[0].SLO != 1 || r.Classes[1].SLO != 30 {
+			t.Errorf("run: attainment bound %v, classes %+v", r.Bound, r.Classes)
+		}
 	}
 }
 

@@ -21,6 +21,7 @@ type request struct {
 	e       engine.Request
 	engine  int
 	ttft    float64 // seconds from arrival; -1 until the first token
+	slo     float64 // this request's TTFT objective in seconds (the trace's or Options.SLO)
 	done    bool
 	failed  bool
 	depth   int
@@ -63,10 +64,22 @@ type cluster struct {
 	coords  []*coord.Coordinator // per replica, over links
 	reqs    []request
 	ended   int // requests completed or failed
+	// imperfect information (Options.Info)
+	infoRng *rand.Rand
+	notes   []cacheNote // cache-index records on their way, by time
+	noteAt  int         // first note not yet delivered
 	// load sampling
 	cvSum     float64
 	cvSamples int
 	timeline  []Sample
+}
+
+// cacheNote is a cache-index record a router gets at a later time.
+type cacheNote struct {
+	at      float64
+	replica int
+	id      string
+	blocks  []uint64
 }
 
 // Sample is every instance's load (pending prefill plus router-queued
@@ -114,6 +127,14 @@ func (c *cluster) build() error {
 	if cfg.Cost.PerToken == 0 {
 		cfg.Cost.PerToken = o.Profile.PrefillPerToken
 	}
+	if f := o.Info.CostPrior; f > 0 {
+		cfg.Cost.PerToken *= f
+	}
+	cfg.ReportedCache = o.Info.reported()
+	if o.RebalanceSLO > 0 {
+		cfg.Rebalance.PendingTokens = max(1, int(o.RebalanceSLO*o.SLO.Seconds()/cfg.Cost.PerToken))
+	}
+	c.infoRng = rand.New(rand.NewPCG(o.Seed, 0x696e666f)) // "info"
 	cfg.Now = c.clock
 	cfg.Rebalance.External = c.coordinated() // leased, in rebalance
 	c.active = o.Instances
@@ -187,7 +208,11 @@ func (c *cluster) load(tr *trace.Trace, qps float64) {
 		}
 		out := max(tq.OutputTokens, 1)
 		r.c = c
-		r.s = scheduler.Request{Blocks: blocks, Tokens: tokens}
+		r.s = scheduler.Request{Blocks: blocks, Tokens: tokens, SLO: tq.SLO}
+		r.slo = c.opt.SLO.Seconds()
+		if tq.SLO > 0 {
+			r.slo = tq.SLO.Seconds()
+		}
 		r.e = engine.Request{ID: int64(i), Blocks: blocks, Tokens: tokens, Output: out, Truncated: r.e.Truncated}
 	}
 }
@@ -204,6 +229,11 @@ func (c *cluster) run() {
 		nextSync = sync
 	}
 	scaleAt := 0
+	poll := o.Info.MetricsPoll.Seconds()
+	nextPoll := math.Inf(1)
+	if poll > 0 {
+		nextPoll = poll
+	}
 	end := c.reqs[len(c.reqs)-1].arrival + o.Horizon.Seconds()
 	for c.ended < len(c.reqs) {
 		tArr := math.Inf(1)
@@ -215,7 +245,11 @@ func (c *cluster) run() {
 		if scaleAt < len(o.Scale) {
 			tScale = o.Scale[scaleAt].At.Seconds()
 		}
-		t := min(tArr, tEng, nextTick, nextSync, nextSample, tScale)
+		tNote := math.Inf(1)
+		if c.noteAt < len(c.notes) {
+			tNote = c.notes[c.noteAt].at
+		}
+		t := min(tArr, tEng, nextTick, nextSync, nextSample, tScale, tNote, nextPoll)
 		if t > end {
 			break
 		}
@@ -242,6 +276,13 @@ func (c *cluster) run() {
 		case nextSample:
 			c.sample()
 			nextSample++
+		case tNote:
+			c.deliverNote()
+		case nextPoll:
+			for ei := range c.engines[:c.active] {
+				c.reportLoad(ei)
+			}
+			nextPoll += poll
 		}
 	}
 }
@@ -268,6 +309,34 @@ func (c *cluster) send(r *request, id string) {
 	c.eh.update(ei, c.engines[ei].NextTime())
 	if c.links != nil {
 		c.links[r.replica].Dispatched(id, r.s.Blocks)
+	}
+	if c.opt.Info.reported() && c.infoRng.Float64() >= c.opt.Info.IndexDrop {
+		c.notes = append(c.notes, cacheNote{at: c.now + c.opt.Info.IndexDelay.Seconds(), replica: r.replica, id: id, blocks: r.s.Blocks})
+	}
+	if c.opt.Info.MetricsPoll == 0 {
+		c.reportLoad(ei)
+	}
+}
+
+// deliverNote gives the next cache-index record to its router. Notes are
+// queued in time order: every one has the same delay.
+func (c *cluster) deliverNote() {
+	n := &c.notes[c.noteAt]
+	_ = c.reps[n.replica].AddCached(n.id, n.blocks) // unknown after scale-in: nothing to record
+	*n = cacheNote{}
+	c.noteAt++
+	if c.noteAt > 1024 && c.noteAt*2 > len(c.notes) { // compact: bounded by the notes in flight
+		c.notes = append(c.notes[:0], c.notes[c.noteAt:]...)
+		c.noteAt = 0
+	}
+}
+
+// reportLoad tells every router the load engine ei reports about itself.
+func (c *cluster) reportLoad(ei int) {
+	e := c.engines[ei]
+	l := scheduler.EngineLoad{Waiting: e.Waiting(), Running: e.Running()}
+	for _, s := range c.reps {
+		_ = s.SetEngineLoad(c.ids[ei], l) // an instance scaled in is unknown to the routers
 	}
 }
 
@@ -303,6 +372,9 @@ func (c *cluster) advance(ei int) {
 		c.handle()
 	}
 	c.eh.update(ei, eng.NextTime())
+	if c.opt.Info.MetricsPoll == 0 {
+		c.reportLoad(ei)
+	}
 }
 
 func reqOf(c *cluster, e *engine.Request) *request { return &c.reqs[e.ID] }

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+	"math"
+	"strings"
 	"time"
 
 	"github.com/dualmap/dualmap/internal/config"
@@ -33,11 +35,15 @@ type Options struct {
 	Queue  string           // QueueRouter (default), QueueEngine or QueuePaper
 	// Budget is the router queue's admission budget in pending prefill
 	// tokens per instance, where router queues are used (default
-	// DefaultBudget).
-	Budget    int
-	Instances int            // default 8
-	Profile   engine.Profile // default the qwen2.5-7b-910b4 profile
-	SLO       time.Duration  // TTFT objective, default the scheduler's, 5s
+	// DefaultBudget; negative: no router queue in any mode).
+	Budget int
+	// RebalanceSLO, when > 0, sets the rebalancer's hotspot threshold
+	// (Scheduler.Rebalance.PendingTokens) to the tokens the router's prior
+	// per-token cost clears in this fraction of the SLO.
+	RebalanceSLO float64
+	Instances    int            // default 8
+	Profile      engine.Profile // default the qwen2.5-7b-910b4 profile
+	SLO          time.Duration  // TTFT objective, default the scheduler's, 5s
 	// Replicas is the number of router replicas (default 1). Each request
 	// goes to a random one; each knows its own dispatches at once. Every
 	// SyncInterval they run serve's coordination rounds (package
@@ -65,6 +71,70 @@ type Options struct {
 	Scheduler scheduler.Config
 	// Timeline records every instance's load once a second.
 	Timeline bool
+
+	// Imperfect information (zero values: exact). See Info.
+	Info Info
+}
+
+// Info is what the routers know, and how well: each field's zero value is
+// exact information.
+type Info struct {
+	// CostPrior multiplies the router's prior per-token prefill cost
+	// (the profile's PrefillPerToken, unless Scheduler.Cost.PerToken is
+	// set): 3 starts the TTFT estimator three times too pessimistic. Its
+	// online learning (Scheduler.Cost.LearnRate) has to correct it.
+	// 0 or 1: exact. Spec key cost_prior, flag --cost-prior.
+	CostPrior float64
+	// IndexDelay delays what a router records in its cache index (its
+	// estimate of what each instance cached) by this long after a
+	// dispatch, as when the index is fed by the engines' KV-cache events.
+	// Spec key index_delay (ms), flag --index-delay.
+	IndexDelay time.Duration
+	// IndexDrop loses such a record with this probability (seeded by
+	// Options.Seed). Spec key index_drop, flag --index-drop.
+	IndexDrop float64
+	// MetricsPoll is how often the routers read the engines' own load
+	// (waiting and running requests, scheduler.SetEngineLoad): 0 at every
+	// change (exact), > 0 every MetricsPoll, < 0 never. Spec key
+	// metrics_poll (ms), flag --metrics-poll.
+	MetricsPoll time.Duration
+}
+
+// reported reports whether cache-index records go through the delayed or
+// lossy path.
+func (in Info) reported() bool { return in.IndexDelay > 0 || in.IndexDrop > 0 }
+
+// String describes the imperfect information, "" when exact.
+func (in Info) String() string {
+	var parts []string
+	if in.CostPrior != 0 && in.CostPrior != 1 {
+		parts = append(parts, fmt.Sprintf("cost_prior=%g", in.CostPrior))
+	}
+	if in.IndexDelay > 0 {
+		parts = append(parts, fmt.Sprintf("index_delay=%v", in.IndexDelay))
+	}
+	if in.IndexDrop > 0 {
+		parts = append(parts, fmt.Sprintf("index_drop=%g", in.IndexDrop))
+	}
+	switch {
+	case in.MetricsPoll > 0:
+		parts = append(parts, fmt.Sprintf("metrics_poll=%v", in.MetricsPoll))
+	case in.MetricsPoll < 0:
+		parts = append(parts, "metrics_poll=never")
+	}
+	return strings.Join(parts, " ")
+}
+
+func (in Info) validate() error {
+	switch {
+	case in.CostPrior < 0 || math.IsNaN(in.CostPrior) || math.IsInf(in.CostPrior, 0):
+		return fmt.Errorf("sim: cost_prior must be a positive factor (0: exact), got %v", in.CostPrior)
+	case in.IndexDelay < 0:
+		return fmt.Errorf("sim: index_delay must be >= 0, got %v", in.IndexDelay)
+	case !(in.IndexDrop >= 0 && in.IndexDrop <= 1):
+		return fmt.Errorf("sim: index_drop must be a probability in [0, 1], got %v", in.IndexDrop)
+	}
+	return nil
 }
 
 // DefaultBudget is the default router-queue admission budget, the router's
@@ -117,8 +187,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("sim: instances must be >= 1, got %d", o.Instances)
 	case o.Replicas < 1:
 		return o, fmt.Errorf("sim: replicas must be >= 1, got %d", o.Replicas)
-	case o.Budget < 0:
-		return o, fmt.Errorf("sim: budget must be >= 0, got %d", o.Budget)
+	case o.RebalanceSLO < 0 || math.IsNaN(o.RebalanceSLO) || math.IsInf(o.RebalanceSLO, 0):
+		return o, fmt.Errorf("sim: rebalance_slo must be a positive fraction, got %v", o.RebalanceSLO)
 	case o.SLO < 0 || o.SyncInterval < 0 || o.Tick < 0 || o.Horizon < 0:
 		return o, fmt.Errorf("sim: durations must be positive")
 	}
@@ -126,6 +196,9 @@ func (o Options) withDefaults() (Options, error) {
 		if s.Instances < 1 || s.At < 0 {
 			return o, fmt.Errorf("sim: scale step %d (%v:%d): want a time >= 0 and >= 1 instance", i, s.At, s.Instances)
 		}
+	}
+	if err := o.Info.validate(); err != nil {
+		return o, err
 	}
 	if err := o.Profile.Validate(); err != nil {
 		return o, fmt.Errorf("sim: %w", err)
@@ -136,6 +209,8 @@ func (o Options) withDefaults() (Options, error) {
 // budget returns the router-queue budget the policy gets in this mode.
 func (o Options) budget() int {
 	switch {
+	case o.Budget < 0:
+		return 0
 	case o.Queue == QueueRouter:
 		return o.Budget
 	case o.Queue == QueuePaper && o.Policy == "dualmap":

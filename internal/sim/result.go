@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"math"
 	"slices"
 )
@@ -10,27 +11,34 @@ import (
 // (their TTFT is the time they had waited), so percentiles stay finite and
 // never flatter a policy.
 type Result struct {
-	Policy        string      `json:"policy"`
-	Queue         string      `json:"queue"`
-	QPS           float64     `json:"qps"`
-	Seed          uint64      `json:"seed"`
-	Replicas      int         `json:"replicas"`
-	Requests      int         `json:"requests"` // measured: after warm-up
-	Completed     int         `json:"completed"`
-	Failed        int         `json:"failed"`
-	Unfinished    int         `json:"unfinished"`
-	SLOAttainment float64     `json:"slo_attainment"`
-	TTFTP50       float64     `json:"ttft_p50_s"`
-	TTFTP90       float64     `json:"ttft_p90_s"`
-	TTFTP99       float64     `json:"ttft_p99_s"`
-	E2EP50        float64     `json:"e2e_p50_s"`
-	E2EP90        float64     `json:"e2e_p90_s"`
-	CacheHitRate  float64     `json:"cache_hit_rate"` // engine-side: cached / prompt tokens
-	LoadCV        float64     `json:"load_cv"`
-	Migrations    uint64      `json:"migrations"`
-	Truncated     int         `json:"truncated"`
-	KeyDepths     map[int]int `json:"key_depths"` // key length in blocks -> requests
-	WallSeconds   float64     `json:"wall_seconds"`
+	Policy        string  `json:"policy"`
+	Queue         string  `json:"queue"`
+	QPS           float64 `json:"qps"`
+	Seed          uint64  `json:"seed"`
+	Replicas      int     `json:"replicas"`
+	Requests      int     `json:"requests"` // measured: after warm-up
+	Completed     int     `json:"completed"`
+	Failed        int     `json:"failed"`
+	Unfinished    int     `json:"unfinished"`
+	SLOAttainment float64 `json:"slo_attainment"`
+	// AttainmentBound is the highest attainment any router could reach at
+	// this rate (set by Sweep; see bounds.attainmentAt).
+	AttainmentBound float64 `json:"attainment_bound,omitempty"`
+	TTFTP50         float64 `json:"ttft_p50_s"`
+	TTFTP90         float64 `json:"ttft_p90_s"`
+	TTFTP99         float64 `json:"ttft_p99_s"`
+	E2EP50          float64 `json:"e2e_p50_s"`
+	E2EP90          float64 `json:"e2e_p90_s"`
+	CacheHitRate    float64 `json:"cache_hit_rate"` // engine-side: cached / prompt tokens
+	LoadCV          float64 `json:"load_cv"`
+	Migrations      uint64  `json:"migrations"`
+	// CostPerToken is the routers' per-token prefill cost estimate at the
+	// end of the run (mean over replicas and instances): the prior after
+	// online learning.
+	CostPerToken float64     `json:"cost_per_token"`
+	Truncated    int         `json:"truncated"`
+	KeyDepths    map[int]int `json:"key_depths"` // key length in blocks -> requests
+	WallSeconds  float64     `json:"wall_seconds"`
 
 	// Realistic engine model, summed over the instances (whole run,
 	// warm-up included): preemptions by recompute and the tokens
@@ -41,6 +49,9 @@ type Result struct {
 	// Windows is SLO attainment by arrival time, in WindowSeconds buckets
 	// (all requests, warm-up included): how a scaling event plays out.
 	Windows []Window `json:"attainment_over_time,omitempty"`
+	// Classes is the attainment per SLO when the measured requests carry
+	// more than one (a trace with per-request SLOs), by ascending SLO.
+	Classes []Class `json:"slo_classes,omitempty"`
 	// TTFTs are the measured requests' TTFTs, ascending (for CDF plots).
 	TTFTs    []float64 `json:"-"`
 	Timeline []Sample  `json:"-"`
@@ -53,6 +64,13 @@ func InstanceName(i int) string { return instanceID(i) }
 // WindowSeconds is the width of Result.Windows buckets.
 const WindowSeconds = 20
 
+// Class is the SLO attainment of the measured requests with one SLO.
+type Class struct {
+	SLOSeconds float64 `json:"slo_s"`
+	Requests   int     `json:"requests"`
+	Attainment float64 `json:"slo_attainment"`
+}
+
 // Window is the SLO attainment of the requests that arrived in one bucket.
 type Window struct {
 	Start      float64 `json:"start_s"`
@@ -63,10 +81,10 @@ type Window struct {
 func (c *cluster) result(qps float64) *Result {
 	o := c.opt
 	res := &Result{Policy: o.Policy, Queue: o.Queue, QPS: qps, Seed: o.Seed, Replicas: o.Replicas, KeyDepths: map[int]int{}}
-	slo := o.SLO.Seconds()
 	var e2e []float64
 	var prompt, cached int64
 	attained := 0
+	classes := map[float64]*Class{}
 	for i := range c.reqs {
 		r := &c.reqs[i]
 		if r.e.Truncated {
@@ -78,7 +96,7 @@ func (c *cluster) result(qps float64) *Result {
 				res.Windows = append(res.Windows, Window{Start: float64(len(res.Windows) * WindowSeconds)})
 			}
 			res.Windows[w].Requests++
-			if r.done && r.ttft <= slo {
+			if r.done && r.ttft <= r.slo {
 				res.Windows[w].Attainment++
 			}
 		}
@@ -87,6 +105,12 @@ func (c *cluster) result(qps float64) *Result {
 		}
 		res.Requests++
 		res.KeyDepths[r.depth]++
+		cl := classes[r.slo]
+		if cl == nil {
+			cl = &Class{SLOSeconds: r.slo}
+			classes[r.slo] = cl
+		}
+		cl.Requests++
 		ttft := r.ttft
 		switch {
 		case r.failed:
@@ -95,8 +119,9 @@ func (c *cluster) result(qps float64) *Result {
 		case r.done:
 			res.Completed++
 			e2e = append(e2e, r.e.Done-r.arrival)
-			if r.ttft <= slo {
+			if r.ttft <= r.slo {
 				attained++
+				cl.Attainment++
 			}
 		default:
 			res.Unfinished++
@@ -115,8 +140,24 @@ func (c *cluster) result(qps float64) *Result {
 			w.Attainment /= float64(w.Requests)
 		}
 	}
+	var costs float64
+	var ncost int
 	for _, s := range c.reps {
 		res.Migrations += s.Stats().Migrations
+		for _, st := range s.Instances() {
+			costs += st.CostPerToken
+			ncost++
+		}
+	}
+	if ncost > 0 {
+		res.CostPerToken = costs / float64(ncost)
+	}
+	if len(classes) > 1 {
+		for _, cl := range classes {
+			cl.Attainment /= float64(cl.Requests)
+			res.Classes = append(res.Classes, *cl)
+		}
+		slices.SortFunc(res.Classes, func(a, b Class) int { return cmp.Compare(a.SLOSeconds, b.SLOSeconds) })
 	}
 	for _, e := range c.engines {
 		st := e.Stats()

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -16,8 +17,10 @@ import (
 // e.g. `dualmap`, `dualmap(choice=min-ttft)`, `dualmap(rebalance=false,candidates=3)`.
 // Keys are the policy's parameters, plus some that set the scheduler
 // around it: candidates (rings, 1-4), key_depth (a fixed key length in
-// blocks; 0 = adaptive), budget (router-queue budget in tokens), split (the
-// key-depth split factor: split above split/n of the traffic), window
+// blocks; 0 = adaptive), budget (router-queue budget in tokens; -1: no
+// router queue), split and merge (the key-depth split and merge factors:
+// split above split/n of the traffic, merge below merge/n), rebalance_slo
+// (the rebalancer's hotspot threshold as a fraction of the SLO), window
 // (the key-depth window in requests), order and late (the router queue's
 // order and its handling of late requests, see scheduler.QueueConfig),
 // oldest_wait (seconds: the rebalancer's OldestWait), learn (the TTFT
@@ -31,19 +34,46 @@ type Spec struct {
 	KeyDepth   int
 	Budget     int
 	Split      float64 // key-depth split factor (x 1/n)
+	Merge      float64 // key-depth merge factor (x 1/n)
 	Window     int     // key-depth window in requests
 	Order      string  // router-queue order (scheduler.OrderDeadline, OrderCache)
 	Late       string  // router-queue handling of late requests (scheduler.LateServe...)
 	OldestWait float64 // rebalancer: hotspot when the oldest queued request waited this long (s)
 	Learn      float64 // estimator learn rate (negative: no learning)
 	MaxRunning int     // router queue: requests in flight per instance (-1: no limit)
+	// RebalanceSLO sets the rebalancer's hotspot threshold to the pending
+	// prefill tokens the router's per-token cost clears in this fraction
+	// of the SLO (0: the scheduler's default, the whole SLO).
+	RebalanceSLO float64
+	// Imperfect information (Options.Info), when set: cost_prior (factor),
+	// index_delay (ms), index_drop (probability), metrics_poll (ms; -1:
+	// never).
+	CostPrior   float64
+	IndexDelay  float64
+	IndexDrop   float64
+	MetricsPoll float64
 }
 
 // PaperPreset is the name of the DualMap variant with the paper's literal
 // settings: a pair (2 rings), split above 2/n and merge below 1/n over the
 // last 200 requests, the load switch at half the SLO (the authors' code)
-// whether or not the other candidate meets it, no overflow.
+// whether or not the other candidate meets it (hopeless=load), tie 0 (only
+// strictly longer cached prefixes win), no overflow, the per-token cost
+// fixed at the prior (no online learning), no router queue (every request
+// goes straight to the engine, as the baselines in paper mode) and the
+// rebalancer's hotspot threshold at the tokens one instance clears in half
+// the SLO. Our tuned defaults stay the policy "dualmap".
 const PaperPreset = "dualmap-paper"
+
+// paperSpec returns the paper preset's settings.
+func paperSpec(label string) Spec {
+	return Spec{
+		Label: label, Policy: "dualmap",
+		Params:     scheduler.Params{"headroom": "0.5", "hopeless": "load", "tie": "0", "overflow": "none"},
+		Candidates: 2, Split: 2, Merge: 1, Window: 200,
+		Learn: -1, Budget: -1, RebalanceSLO: 0.5,
+	}
+}
 
 // ParseSpec parses one policy variant. The name dualmap-paper stands for
 // DualMap with the paper's settings (PaperPreset); parameters given in
@@ -53,9 +83,7 @@ func ParseSpec(s string) (Spec, error) {
 	sp := Spec{Label: s, Policy: s}
 	name, _, _ := strings.Cut(s, "(")
 	if name == PaperPreset {
-		sp.Policy = "dualmap"
-		sp.Params = scheduler.Params{"headroom": "0.5", "hopeless": "load", "overflow": "none"}
-		sp.Candidates, sp.Split, sp.Window = 2, 2, 200
+		sp = paperSpec(s)
 	}
 	open := strings.IndexByte(s, '(')
 	if open < 0 {
@@ -91,6 +119,10 @@ func ParseSpec(s string) (Spec, error) {
 			sp.Budget, err = strconv.Atoi(v)
 		case "split":
 			sp.Split, err = strconv.ParseFloat(v, 64)
+		case "merge":
+			sp.Merge, err = strconv.ParseFloat(v, 64)
+		case "rebalance_slo":
+			sp.RebalanceSLO, err = strconv.ParseFloat(v, 64)
 		case "window":
 			sp.Window, err = strconv.Atoi(v)
 		case "order":
@@ -103,15 +135,46 @@ func ParseSpec(s string) (Spec, error) {
 			sp.MaxRunning, err = strconv.Atoi(v)
 		case "learn":
 			sp.Learn, err = strconv.ParseFloat(v, 64)
+		case "cost_prior":
+			sp.CostPrior, err = strconv.ParseFloat(v, 64)
+		case "index_delay":
+			sp.IndexDelay, err = strconv.ParseFloat(v, 64)
+		case "index_drop":
+			sp.IndexDrop, err = strconv.ParseFloat(v, 64)
+		case "metrics_poll":
+			sp.MetricsPoll, err = strconv.ParseFloat(v, 64)
 		default:
 			sp.Params[k] = v
 		}
 		if err != nil {
 			return sp, fmt.Errorf("sim: policy %q: %s: %q is not a number", s, k, v)
 		}
+		if err := sp.checkInfo(); err != nil {
+			return sp, fmt.Errorf("sim: policy %q: %w", s, err)
+		}
 	}
 	return sp, nil
 }
+
+// checkInfo rejects impossible imperfect-information keys, naming them.
+func (sp Spec) checkInfo() error {
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+	switch {
+	case sp.RebalanceSLO < 0 || !finite(sp.RebalanceSLO):
+		return fmt.Errorf("rebalance_slo must be a positive fraction of the SLO, got %v", sp.RebalanceSLO)
+	case sp.CostPrior < 0 || !finite(sp.CostPrior):
+		return fmt.Errorf("cost_prior must be a positive factor, got %v", sp.CostPrior)
+	case sp.IndexDelay < 0 || !finite(sp.IndexDelay) || sp.IndexDelay > 1e9:
+		return fmt.Errorf("index_delay must be a number of ms in [0, 1e9], got %v", sp.IndexDelay)
+	case !(sp.IndexDrop >= 0 && sp.IndexDrop <= 1):
+		return fmt.Errorf("index_drop must be a probability in [0, 1], got %v", sp.IndexDrop)
+	case !finite(sp.MetricsPoll) || math.Abs(sp.MetricsPoll) > 1e9:
+		return fmt.Errorf("metrics_poll must be a number of ms (-1: never), got %v", sp.MetricsPoll)
+	}
+	return nil
+}
+
+func millis(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
 
 // apply returns o configured for this variant.
 func (sp Spec) apply(o Options) Options {
@@ -122,11 +185,17 @@ func (sp Spec) apply(o Options) Options {
 	if sp.KeyDepth > 0 {
 		o.Scheduler.KeyDepth.Fixed = sp.KeyDepth
 	}
-	if sp.Budget > 0 {
+	if sp.Budget != 0 {
 		o.Budget = sp.Budget
 	}
 	if sp.Split > 0 {
 		o.Scheduler.KeyDepth.SplitFactor = sp.Split
+	}
+	if sp.Merge > 0 {
+		o.Scheduler.KeyDepth.MergeFactor = sp.Merge
+	}
+	if sp.RebalanceSLO > 0 {
+		o.RebalanceSLO = sp.RebalanceSLO
 	}
 	if sp.Window > 0 {
 		o.Scheduler.KeyDepth.Window = sp.Window
@@ -142,6 +211,18 @@ func (sp Spec) apply(o Options) Options {
 	}
 	if sp.Learn != 0 {
 		o.Scheduler.Cost.LearnRate = sp.Learn
+	}
+	if sp.CostPrior > 0 {
+		o.Info.CostPrior = sp.CostPrior
+	}
+	if sp.IndexDelay > 0 {
+		o.Info.IndexDelay = millis(sp.IndexDelay)
+	}
+	if sp.IndexDrop > 0 {
+		o.Info.IndexDrop = sp.IndexDrop
+	}
+	if sp.MetricsPoll != 0 {
+		o.Info.MetricsPoll = millis(sp.MetricsPoll)
 	}
 	if sp.OldestWait > 0 {
 		o.Scheduler.Rebalance.OldestWait = time.Duration(sp.OldestWait * float64(time.Second))

@@ -58,20 +58,31 @@ type Spread struct {
 
 // Report is a whole sweep's output (the shape of `dualmap sim --json`).
 type Report struct {
-	Trace             string  `json:"trace"`
-	Requests          int     `json:"requests"`
-	Instances         int     `json:"instances"`
-	Profile           string  `json:"profile"`
-	SLOSeconds        float64 `json:"slo_seconds"`
-	Replicas          int     `json:"replicas"`
-	SyncInterval      string  `json:"sync_interval,omitempty"`
-	Warmup            int     `json:"warmup"`
+	Trace        string  `json:"trace"`
+	Requests     int     `json:"requests"`
+	Instances    int     `json:"instances"`
+	Profile      string  `json:"profile"`
+	SLOSeconds   float64 `json:"slo_seconds"`
+	Replicas     int     `json:"replicas"`
+	SyncInterval string  `json:"sync_interval,omitempty"`
+	Warmup       int     `json:"warmup"`
+	// Information is the routers' imperfect information (Options.Info),
+	// empty when exact.
+	Information       string  `json:"information,omitempty"`
 	UpperBoundHitRate float64 `json:"upper_bound_hit_rate"`
-	// PrefillBoundQPS and WorkBoundQPS: see the bounds type.
-	PrefillBoundQPS float64   `json:"prefill_bound_qps"`
-	WorkBoundQPS    float64   `json:"work_bound_qps"`
-	Runs            []*Result `json:"runs"`
-	Goodput         []Goodput `json:"goodput"`
+	// PrefillBoundQPS and WorkBoundQPS are over all measured requests;
+	// the others over the cheapest 90% (goodput) and 50% (overload) that
+	// these attainment levels allow: no run above PrefillBound90QPS can
+	// reach 90% attainment, none above PrefillBound50QPS 50% (-1: no
+	// bound). See the bounds type.
+	PrefillBoundQPS   float64   `json:"prefill_bound_qps"`
+	WorkBoundQPS      float64   `json:"work_bound_qps"`
+	PrefillBound90QPS float64   `json:"prefill_bound_90_qps"`
+	WorkBound90QPS    float64   `json:"work_bound_90_qps"`
+	PrefillBound50QPS float64   `json:"prefill_bound_50_qps"`
+	WorkBound50QPS    float64   `json:"work_bound_50_qps"`
+	Runs              []*Result `json:"runs"`
+	Goodput           []Goodput `json:"goodput"`
 
 	// EngineModel is the engine model when it is not the legacy one (then
 	// empty, so that legacy reports read as before); PrefillNoise the
@@ -108,11 +119,13 @@ func (sw *Sweep) Run() (*Report, error) {
 	rep := &Report{
 		Trace: sw.Trace.Source, Requests: len(sw.Trace.Requests), Instances: base.Instances,
 		Profile: base.Profile.Name, SLOSeconds: base.SLO.Seconds(), Replicas: base.Replicas,
-		Warmup:      max(base.Warmup, 0),
+		Warmup: max(base.Warmup, 0), Information: base.Info.String(),
 		EngineModel: engineModel(base.Profile), PrefillNoise: base.Profile.PrefillNoise,
 	}
 	b := upperBounds(sw.Trace, base)
 	rep.UpperBoundHitRate, rep.PrefillBoundQPS, rep.WorkBoundQPS = b.hitRate, b.prefillQPS, b.workQPS
+	rep.PrefillBound90QPS, rep.WorkBound90QPS = b.prefill90, b.work90
+	rep.PrefillBound50QPS, rep.WorkBound50QPS = b.prefill50, b.work50
 	if base.Replicas > 1 {
 		rep.SyncInterval = base.SyncInterval.String()
 	}
@@ -157,7 +170,10 @@ func (sw *Sweep) Run() (*Report, error) {
 			}
 		}
 	}
-	rep.Goodput = goodputs(rep.Runs, 0.9)
+	for _, r := range rep.Runs {
+		r.AttainmentBound = b.attainmentAt(r.QPS)
+	}
+	rep.Goodput = goodputs(rep.Runs, goodputLevel)
 	return rep, nil
 }
 

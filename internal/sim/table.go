@@ -24,8 +24,13 @@ func WriteTable(w io.Writer, rep *Report) error {
 	if rep.Replicas > 1 {
 		fmt.Fprintf(w, ", %d router replicas syncing every %s", rep.Replicas, rep.SyncInterval)
 	}
+	if rep.Information != "" {
+		fmt.Fprintf(w, ", imperfect information: %s", rep.Information)
+	}
 	fmt.Fprintf(w, "\nupper-bound hit rate (infinite single cache, prompt tokens of measured requests): %.1f%%\n", 100*rep.UpperBoundHitRate)
-	fmt.Fprintf(w, "at that hit rate the instances are busy all the time at %.2f QPS with prefill alone, %.2f QPS with decode too\n\n", rep.PrefillBoundQPS, rep.WorkBoundQPS)
+	fmt.Fprintf(w, "at that hit rate the instances are busy all the time at %.2f QPS with prefill alone, %.2f QPS with decode too\n", rep.PrefillBoundQPS, rep.WorkBoundQPS)
+	fmt.Fprintf(w, "over the cheapest requests the SLO criteria allow: prefill bound %s QPS (90%%), %s QPS (50%%); work bound %.2f QPS (90%%), %.2f QPS (50%%)\n\n",
+		boundText(rep.PrefillBound90QPS), boundText(rep.PrefillBound50QPS), rep.WorkBound90QPS, rep.WorkBound50QPS)
 	realistic := rep.EngineModel != ""
 	head := "policy\tqueue\tqps\tSLO att.\tTTFT p50\tp90\tp99\tE2E p50\tp90\thit rate\tload CV\tmigr.\tfailed\tunfin.\t"
 	if realistic {
@@ -62,6 +67,13 @@ func WriteTable(w io.Writer, rep *Report) error {
 		fmt.Fprintf(tw, "  %s\t%s\t%s%.2f\t%s\n", gp.Policy, gp.Queue, mark, gp.QPS, note)
 	}
 	return tw.Flush()
+}
+
+func boundText(q float64) string {
+	if q < 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%.2f", q)
 }
 
 func row(w io.Writer, rs []*Result, preemptions bool) {
