@@ -28,11 +28,14 @@ func runConfig(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		instances := 0
+		instances, xds := 0, 0
 		for _, p := range c.Pools {
 			instances += len(p.Instances)
+			if p.XDS != nil {
+				xds++
+			}
 		}
-		fmt.Fprintf(stdout, "%s: ok (%d pools, %d static instances)\n", args[1], len(c.Pools), instances)
+		fmt.Fprintf(stdout, "%s: ok (%d pools, %d static instances, %d pools from xds)\n", args[1], len(c.Pools), instances, xds)
 		return nil
 	case "defaults":
 		b, err := config.DefaultsYAML()
