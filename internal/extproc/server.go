@@ -42,17 +42,19 @@ type Options struct {
 type Server struct {
 	extprocv3.UnimplementedExternalProcessorServer
 
-	cfg     config.Config
-	log     *slog.Logger
-	m       *metrics
-	now     func() time.Time
-	tick    time.Duration
-	client  *http.Client
-	pools   []*pool
-	byModel map[string]*pool
-	def     *pool // the "*" pool, or nil
-	seq     atomic.Uint64
-	bounds  *bounds
+	cfg      config.Config
+	log      *slog.Logger
+	m        *metrics
+	now      func() time.Time
+	tick     time.Duration
+	client   *http.Client
+	pools    []*pool
+	byModel  map[string]*pool
+	def      *pool // the "*" pool, or nil
+	seq      atomic.Uint64
+	bounds   *bounds
+	rm       *routeMetrics
+	routeLog routeLog
 
 	bgMu sync.Mutex // serializes background changes (health, membership, rebalancing)
 }
@@ -73,6 +75,7 @@ func New(cfg config.Config, opt Options) (*Server, error) {
 		s.client = &http.Client{Timeout: cfg.Health.Timeout}
 	}
 	s.m = newMetrics(opt.Registry)
+	s.rm = newRouteMetrics(opt.Registry)
 	s.bounds = &bounds{maxStreams: int64(cfg.Limits.MaxStreams), maxBuffered: int64(cfg.Limits.MaxBufferedBytes)}
 	registerBounds(opt.Registry, s.bounds)
 	for _, pc := range cfg.Pools {

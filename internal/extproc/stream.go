@@ -56,7 +56,11 @@ type stream struct {
 
 	method, path, contentType string
 	sloHeader, session        string
-	kind                      openai.Kind // of method and path
+	priorityHeader            string
+	rs                        routeSettings // from Envoy (routesettings.go)
+	slo                       time.Duration // resolved by requestControls
+	priority                  int           // resolved by requestControls
+	kind                      openai.Kind   // of method and path
 	// The request body: size bytes so far, of which body holds those of an
 	// inference request (the others are not read) until it is routed; held
 	// of them are reserved in the server's bounds.
@@ -83,7 +87,7 @@ func newStream(s *Server, ctx context.Context) *stream {
 func (st *stream) handle(req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
 	switch v := req.GetRequest().(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
-		return st.onRequestHeaders(v.RequestHeaders)
+		return st.onRequestHeaders(v.RequestHeaders, req.GetMetadataContext())
 	case *extprocv3.ProcessingRequest_RequestBody:
 		return st.onRequestBody(v.RequestBody)
 	case *extprocv3.ProcessingRequest_RequestTrailers:
@@ -112,11 +116,15 @@ func headerValue(h *corev3.HeaderValue) string {
 	return h.GetValue()
 }
 
-func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders) (*extprocv3.ProcessingResponse, error) {
+func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders, meta *corev3.Metadata) (*extprocv3.ProcessingResponse, error) {
 	if st.phase != phaseRequestHeaders {
 		return nil, st.refuse(msgRequestHeaders)
 	}
+	if err := st.readRouteSettings(meta); err != nil {
+		return st.fail(err), nil
+	}
 	cfg := &st.s.cfg.Routing
+	sessionHeader := st.sessionHeader()
 	declared := -1 // content-length
 	for _, kv := range h.GetHeaders().GetHeaders() {
 		switch strings.ToLower(kv.GetKey()) {
@@ -132,10 +140,12 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Process
 			st.contentType = headerValue(kv)
 		case cfg.SLOHeader:
 			st.sloHeader = headerValue(kv)
-		case cfg.SessionHeader:
-			if cfg.SessionHeader != "" {
+		case sessionHeader:
+			if sessionHeader != "" {
 				st.session = headerValue(kv)
 			}
+		case cfg.PriorityHeader:
+			st.priorityHeader = headerValue(kv)
 		}
 	}
 	st.kind = openai.Classify(st.method, st.path)
@@ -161,7 +171,10 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Process
 // say little about serving inference, and the active health checks watch
 // the instance anyway.
 func (st *stream) routeAny(headersPhase bool) *extprocv3.ProcessingResponse {
-	p := st.s.def
+	p := st.routePool()
+	if p == nil {
+		p = st.s.def
+	}
 	if p == nil {
 		p = st.s.pools[0]
 	}
@@ -270,15 +283,17 @@ func (st *stream) prepare() (*scheduler.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := st.s.poolFor(body.Model)
-	if err != nil {
-		return nil, err
+	p := st.routePool()
+	if p == nil {
+		if p, err = st.s.poolFor(body.Model); err != nil {
+			return nil, err
+		}
 	}
 	st.pool = p
 	st.streaming = body.Stream
-	slo, err := cfg.SLOFor(st.sloHeader)
+	slo, err := st.requestControls()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", errBadSLO, cfg.Routing.SLOHeader, err)
+		return nil, err
 	}
 	var prompt tokenize.Prompt
 	if len(body.Messages) > 0 {
@@ -294,6 +309,7 @@ func (st *stream) prepare() (*scheduler.Request, error) {
 		return nil, fmt.Errorf("%w: %v", errTokenize, err)
 	}
 	r := &scheduler.Request{Blocks: prompt.Blocks, Tokens: prompt.Tokens, SLO: slo}
+	applyPriority(r, st.priority)
 	if st.session != "" {
 		r.Session = hashing.SessionKey(st.session)
 	}
@@ -360,6 +376,7 @@ func (st *stream) onResponseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Proces
 			header("x-dualmap-reason", st.dec.Reason.String()),
 			header("x-dualmap-cached-tokens", strconv.Itoa(st.dec.CachedTokens)),
 		}
+		m.SetHeaders = append(m.SetHeaders, st.routeDebugHeaders()...)
 	}
 	return continueResponseHeaders(m), nil
 }
