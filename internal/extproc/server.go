@@ -78,7 +78,7 @@ func New(cfg config.Config, opt Options) (*Server, error) {
 	s.rm = newRouteMetrics(opt.Registry)
 	s.bounds = &bounds{maxStreams: int64(cfg.Limits.MaxStreams), maxBuffered: int64(cfg.Limits.MaxBufferedBytes)}
 	registerBounds(opt.Registry, s.bounds)
-	for _, pc := range cfg.Pools {
+	for i, pc := range cfg.Pools {
 		store, err := newStore(cfg, pc.Name, opt, s.log)
 		if err != nil {
 			s.Close()
@@ -95,6 +95,10 @@ func New(cfg config.Config, opt Options) (*Server, error) {
 			return nil, fmt.Errorf("extproc: %w", err)
 		}
 		s.pools = append(s.pools, p)
+		if p.xds, err = newXDSClient(pc, s, fmt.Sprintf("pools[%d]", i)); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("extproc: pool %s: %w", pc.Name, err)
+		}
 		for _, model := range pc.Models {
 			if model == "*" {
 				s.def = p
@@ -114,6 +118,9 @@ func (s *Server) Register(g *grpc.Server) { extprocv3.RegisterExternalProcessorS
 func (s *Server) Close() {
 	for _, p := range s.pools {
 		p.encoder.Close()
+		if p.xds != nil {
+			p.xds.Close()
+		}
 		if c, ok := p.store.(interface{ Close() error }); ok {
 			c.Close()
 		}
@@ -136,6 +143,13 @@ func (s *Server) Ready() error {
 	for _, p := range s.pools {
 		if _, err := p.sched.AnyReady(0); err != nil {
 			return fmt.Errorf("pool %s: %w", p.name, err)
+		}
+	}
+	for i, pc := range s.cfg.Pools {
+		if pc.XDS != nil {
+			if err := s.xdsReady(s.pools[i], pc.XDS.Grace); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -167,6 +181,13 @@ func (s *Server) Run(ctx context.Context) {
 			go func() {
 				defer wg.Done()
 				s.supervise(ctx, "dns", func(ctx context.Context) { s.dnsLoop(ctx, p, *pc.DNS) })
+			}()
+		}
+		if p.xds != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.supervise(ctx, "xds", func(ctx context.Context) { s.xdsLoop(ctx, p) })
 			}()
 		}
 		if pc.Metrics.Enabled {
