@@ -52,7 +52,8 @@ func TestConfigCommand(t *testing.T) {
 		wantOut  string
 		wantErr  string
 	}{
-		{"check example", []string{"config", "check", "../../examples/dualmap.yaml"}, 0, "ok (1 pools, 4 static instances, 0 pools from xds)", ""},
+		{"check example", []string{"config", "check", "../../examples/dualmap.yaml"}, 0, "ok (2 pools, 6 static instances, 0 pools from xds)", ""},
+		{"check xds example", []string{"config", "check", "../../examples/dualmap-xds.yaml"}, 0, "ok (1 pools, 0 static instances, 1 pools from xds)", ""},
 		{"check missing", []string{"config", "check", "/nonexistent.yaml"}, 1, "", "no such file"},
 		{"defaults", []string{"config", "defaults"}, 0, "x-gateway-destination-endpoint", ""},
 		{"no sub", []string{"config"}, 2, "", "check or defaults"},
