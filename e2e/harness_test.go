@@ -177,6 +177,13 @@ type stackOptions struct {
 	redis            string // Redis address: the routers share state through it
 	envoyConfig      string // the file in envoy/ (default front-proxy.yaml)
 	mode             string // routing.mode (default the router's)
+	// pools, when set, is the router config's pools block for the
+	// engines' addresses (default one pool of all of them).
+	pools func(engines []string) string
+	// beforeRouters runs once the engines are up, before the routers start.
+	beforeRouters func(engines []string)
+	// renderEnvoy rewrites the rendered Envoy config further.
+	renderEnvoy func(string) string
 }
 
 func startStack(t testing.TB, o stackOptions) *stack {
@@ -207,9 +214,20 @@ func startStack(t testing.TB, o stackOptions) *stack {
 		waitHTTP(t, "http://"+e.addr+"/health", 20*time.Second)
 	}
 	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "pools:\n  - block_size: 16\n    policy: {name: %s}\n    instances:\n", o.policy)
+	var addrs []string
 	for _, e := range s.engines {
-		fmt.Fprintf(&cfg, "      - address: %s\n", e.addr)
+		addrs = append(addrs, e.addr)
+	}
+	if o.beforeRouters != nil {
+		o.beforeRouters(addrs)
+	}
+	if o.pools != nil {
+		cfg.WriteString(o.pools(addrs))
+	} else {
+		fmt.Fprintf(&cfg, "pools:\n  - block_size: 16\n    policy: {name: %s}\n    instances:\n", o.policy)
+		for _, e := range s.engines {
+			fmt.Fprintf(&cfg, "      - address: %s\n", e.addr)
+		}
 	}
 	routing := "debug_headers: true"
 	if o.mode != "" {
@@ -247,6 +265,9 @@ func startStack(t testing.TB, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	rendered := renderFrontProxy(string(src), listen, admin, routerPorts, enginePorts)
+	if o.renderEnvoy != nil {
+		rendered = o.renderEnvoy(rendered)
+	}
 	envoyCfg := filepath.Join(s.dir, "envoy.yaml")
 	if err := os.WriteFile(envoyCfg, []byte(rendered), 0o644); err != nil {
 		t.Fatal(err)
