@@ -30,9 +30,9 @@ func TestRouteSettingsThroughEnvoy(t *testing.T) {
 `, e[0], e[1], e[2], e[3])
 	}})
 	tests := []struct {
-		name                    string
-		hdr                     []string
-		engines                 []string
+		name                   string
+		hdr                    []string
+		engines                []string
 		pool, slo, prio, route string
 	}{
 		{"interactive", nil, interactive, "default", "5000", "10", "interactive"},
