@@ -297,8 +297,10 @@ func renderFrontProxy(src string, listen, admin int, routers, engines []int) str
 			ports = routers
 		case port == "8001":
 			ports = engines
-		default: // 8002-8004: replaced together with 8001
+		case port == "8002" || port == "8003" || port == "8004": // replaced together with 8001
 			return ""
+		default: // another cluster's endpoint (the xDS server's): kept
+			return line
 		}
 		var b strings.Builder
 		for _, p := range ports {
