@@ -182,4 +182,3 @@ health: {interval: 1h}
 		})
 	}
 }
-
