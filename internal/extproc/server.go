@@ -99,6 +99,7 @@ func New(cfg config.Config, opt Options) (*Server, error) {
 			s.Close()
 			return nil, fmt.Errorf("extproc: pool %s: %w", pc.Name, err)
 		}
+		registerXDS(opt.Registry, p, s.now)
 		for _, model := range pc.Models {
 			if model == "*" {
 				s.def = p

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/dualmap/dualmap/internal/config"
 	"github.com/dualmap/dualmap/internal/xds"
 	"github.com/dualmap/dualmap/scheduler"
@@ -124,6 +126,32 @@ func (s *Server) xdsReady(p *pool, grace time.Duration) error {
 		return fmt.Errorf("pool %s: xds management server unreachable since %s; serving the last endpoints received", p.name, since.UTC().Format(time.RFC3339))
 	}
 	return nil
+}
+
+// registerXDS exports the subscription's state of pool p:
+// dualmap_xds_connected{pool} is 1 while a stream to the management server
+// is open, dualmap_xds_disconnected_seconds{pool} how long it has not been.
+func registerXDS(reg prometheus.Registerer, p *pool, now func() time.Time) {
+	if reg == nil || p.xds == nil {
+		return
+	}
+	labels := prometheus.Labels{"pool": p.name}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dualmap_xds_connected", ConstLabels: labels,
+			Help: "1 while the pool's stream to its xDS management server is open."}, func() float64 {
+			if up, _ := p.xds.Since(); up {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dualmap_xds_disconnected_seconds", ConstLabels: labels,
+			Help: "How long the pool has been without a stream to its xDS management server (0 while connected)."}, func() float64 {
+			if up, since := p.xds.Since(); !up {
+				return now().Sub(since).Seconds()
+			}
+			return 0
+		}),
+	)
 }
 
 var _ drainer = (*scheduler.Scheduler)(nil)

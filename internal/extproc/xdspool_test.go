@@ -17,6 +17,8 @@ import (
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -135,6 +137,9 @@ health: {interval: 1h}
 			if err := ts.srv.Ready(); err != nil {
 				t.Errorf("Ready() = %v with endpoints", err)
 			}
+			if n := testutil.ToFloat64(gauge(t, ts, "dualmap_xds_connected")); n != 1 {
+				t.Errorf("dualmap_xds_connected = %v with a stream open, want 1", n)
+			}
 			p.mu.Lock()
 			got := withXDS(instances(p.static, p.dns), p.fromXDS)
 			p.mu.Unlock()
@@ -178,7 +183,27 @@ health: {interval: 1h}
 			if err := ts.srv.Ready(); !strings.Contains(err.Error(), "xds management server unreachable") {
 				t.Errorf("Ready() = %v, want it to name the management server", err)
 			}
+			if n := testutil.ToFloat64(gauge(t, ts, "dualmap_xds_connected")); n != 0 {
+				t.Errorf("dualmap_xds_connected = %v with the server gone, want 0", n)
+			}
 			waitStates(t, p, "10.0.0.2:8000:true:true", "10.0.0.3:8000:false:false", "10.0.0.4:8000:true:false")
 		})
 	}
+}
+
+// gauge is the metric called name, of the only pool that has it.
+func gauge(t *testing.T, ts *testServer, name string) prometheus.Collector {
+	t.Helper()
+	mfs, err := ts.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			v := mf.GetMetric()[0].GetGauge().GetValue()
+			return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: name}, func() float64 { return v })
+		}
+	}
+	t.Fatalf("metric %s not registered", name)
+	return nil
 }
