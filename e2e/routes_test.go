@@ -5,6 +5,7 @@ package e2e
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -59,5 +60,26 @@ func TestRouteSettingsThroughEnvoy(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The filter's own grpc_service.initial_metadata reaches dualmap with every
+// stream, merged with a route's overrides (not replaced by them): with
+// x-dualmap-client-slo: none there, the interactive route (which overrides
+// slo and priority) ignores a client's tighter SLO too.
+func TestFilterLevelSettingsThroughEnvoy(t *testing.T) {
+	s := startStack(t, stackOptions{engines: 2, renderEnvoy: func(c string) string {
+		const from = "{key: x-dualmap-client-slo, value: tighter}"
+		if !strings.Contains(c, from) {
+			t.Fatalf("front-proxy.yaml no longer has %s", from)
+		}
+		return strings.Replace(c, from, "{key: x-dualmap-client-slo, value: none}", 1)
+	}})
+	r := s.post("/v1/chat/completions", chatBody(systemPrompt, "hi", false, 4), "x-dualmap-slo", "1500ms")
+	if r.status != 200 {
+		t.Fatalf("request: %v", r)
+	}
+	if got := r.header.Get("x-dualmap-slo-ms") + " " + r.header.Get("x-dualmap-priority"); got != "5000 10" {
+		t.Errorf("slo_ms, priority = %s; want 5000 10 (the client's SLO ignored, the route's overrides kept)", got)
 	}
 }

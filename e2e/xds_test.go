@@ -152,10 +152,14 @@ func TestXDSEndpointsThroughEnvoyAndRouter(t *testing.T) {
 
 	start := time.Now()
 	time.Sleep(2 * time.Second)
-	for k := range used(start, time.Now()) {
+	before := used(start, time.Now())
+	for k := range before {
 		if strings.HasSuffix(k, e[2]) || strings.HasSuffix(k, e[3]) {
 			t.Fatalf("before any change: %s, which is not in the snapshot", k)
 		}
+	}
+	if before["decided "+e[0]] == 0 || before["served "+e[0]] == 0 {
+		t.Fatalf("before any change: %v, want requests on %s (the endpoint to remove)", before, e[0])
 	}
 
 	added := time.Now()
