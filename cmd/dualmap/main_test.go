@@ -55,6 +55,8 @@ func TestConfigCommand(t *testing.T) {
 		{"check example", []string{"config", "check", "../../examples/dualmap.yaml"}, 0, "ok (2 pools, 6 static instances, 0 pools from xds)", ""},
 		{"check xds example", []string{"config", "check", "../../examples/dualmap-xds.yaml"}, 0, "ok (1 pools, 0 static instances, 1 pools from xds)", ""},
 		{"check missing", []string{"config", "check", "/nonexistent.yaml"}, 1, "", "no such file"},
+		{"check envoy routes", []string{"config", "check", "../../examples/dualmap.yaml", "../../envoy/front-proxy.yaml", "../../envoy/sidecar.yaml"}, 0, "front-proxy.yaml: ok (8 dualmap route settings)", ""},
+		{"check envoy routes, missing pool", []string{"config", "check", "../../examples/dualmap-xds.yaml", "../../envoy/front-proxy-xds.yaml"}, 1, "", `pool = "batch": no such pool`},
 		{"defaults", []string{"config", "defaults"}, 0, "x-gateway-destination-endpoint", ""},
 		{"no sub", []string{"config"}, 2, "", "check or defaults"},
 		{"bad sub", []string{"config", "lint"}, 2, "", "unknown config command"},
