@@ -52,11 +52,11 @@ type pool struct {
 
 	xds *xds.Client // the pool's xDS subscription, or nil
 
-	mu      sync.Mutex // guards static, dns, fromXDS, health
-	static  []config.Instance
-	dns     []string                // addresses last resolved
-	fromXDS map[string]xds.Endpoint // the xDS endpoints last applied, by address
-	health  map[string]*healthState // by instance address
+	mu     sync.Mutex // guards static, dns, eds, health
+	static []config.Instance
+	dns    []string                // addresses last resolved
+	eds    map[string]xds.Endpoint // the xDS endpoints last applied, by address
+	health map[string]*healthState // by instance address
 }
 
 // healthState is an instance's passive-failure backoff.
@@ -120,7 +120,7 @@ func (p *pool) setMembers(static *[]config.Instance, resolved *[]string) error {
 	if resolved != nil {
 		p.dns = *resolved
 	}
-	list := withXDS(instances(p.static, p.dns), p.fromXDS)
+	list := withXDS(instances(p.static, p.dns), p.eds)
 	keep := map[string]bool{}
 	for _, in := range list {
 		keep[in.ID] = true
@@ -154,7 +154,7 @@ func (p *pool) member(id string) bool {
 			return true
 		}
 	}
-	if _, ok := p.fromXDS[id]; ok {
+	if _, ok := p.eds[id]; ok {
 		return true
 	}
 	return slices.Contains(p.dns, id)

@@ -42,18 +42,19 @@ type Options struct {
 type Server struct {
 	extprocv3.UnimplementedExternalProcessorServer
 
-	cfg      config.Config
-	log      *slog.Logger
-	m        *metrics
-	now      func() time.Time
-	tick     time.Duration
-	client   *http.Client
-	pools    []*pool
-	byModel  map[string]*pool
-	def      *pool // the "*" pool, or nil
-	seq      atomic.Uint64
-	bounds   *bounds
-	rm       *routeMetrics
+	cfg     config.Config
+	log     *slog.Logger
+	m       *metrics
+	now     func() time.Time
+	tick    time.Duration
+	client  *http.Client
+	pools   []*pool
+	byModel map[string]*pool
+	def     *pool // the "*" pool, or nil
+	seq     atomic.Uint64
+	bounds  *bounds
+
+	rm       *routeMetrics // route settings (routesettings.go)
 	routeLog routeLog
 
 	bgMu sync.Mutex // serializes background changes (health, membership, rebalancing)

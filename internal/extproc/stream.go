@@ -56,11 +56,14 @@ type stream struct {
 
 	method, path, contentType string
 	sloHeader, session        string
-	priorityHeader            string
-	rs                        routeSettings // from Envoy (routesettings.go)
-	slo                       time.Duration // resolved by requestControls
-	priority                  int           // resolved by requestControls
-	kind                      openai.Kind   // of method and path
+	kind                      openai.Kind // of method and path
+
+	// Route settings (routesettings.go): from Envoy, and the request's
+	// controls they resolve.
+	rs             routeSettings
+	priorityHeader string
+	slo            time.Duration // resolved by requestControls
+	priority       int           // resolved by requestControls
 	// The request body: size bytes so far, of which body holds those of an
 	// inference request (the others are not read) until it is routed; held
 	// of them are reserved in the server's bounds.

@@ -61,12 +61,12 @@ func (p *pool) setXDS(eps []xds.Endpoint, log interface {
 		state[e.Address] = e
 	}
 	p.mu.Lock()
-	old := p.fromXDS
-	p.fromXDS = state
+	old := p.eds
+	p.eds = state
 	p.mu.Unlock()
 	if err := p.setMembers(nil, nil); err != nil {
 		p.mu.Lock()
-		p.fromXDS = old
+		p.eds = old
 		p.mu.Unlock()
 		return fmt.Errorf("pool %s: %w", p.name, err)
 	}
@@ -112,7 +112,7 @@ func withXDS(list []scheduler.Instance, eps map[string]xds.Endpoint) []scheduler
 // xdsDown reports whether the management server says id is unhealthy.
 // Call with p.mu held.
 func (p *pool) xdsDown(id string) bool {
-	e, ok := p.fromXDS[id]
+	e, ok := p.eds[id]
 	return ok && e.Health == xds.Unhealthy
 }
 

@@ -141,7 +141,7 @@ health: {interval: 1h}
 				t.Errorf("dualmap_xds_connected = %v with a stream open, want 1", n)
 			}
 			p.mu.Lock()
-			got := withXDS(instances(p.static, p.dns), p.fromXDS)
+			got := withXDS(instances(p.static, p.dns), p.eds)
 			p.mu.Unlock()
 			for _, in := range got {
 				if want := map[string]float64{"10.0.0.1:8000": 1, "10.0.0.2:8000": 3}[in.ID]; in.Weight != want {
