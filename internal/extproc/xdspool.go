@@ -20,7 +20,8 @@ import (
 // DRAINING marks the instance draining (no new requests), UNHEALTHY and
 // TIMEOUT take it out until the server says otherwise (the router's own
 // checks cannot bring it back). load_balancing_weight becomes the
-// instance's weight (its share of each hash ring). Locality and priority
+// instance's weight (its share of each hash ring), relative to the
+// lightest endpoint's and at most maxXDSWeight. Locality and priority
 // are logged only: every priority is a member alike.
 
 // newXDSClient returns the subscription of pool pc, or nil.
@@ -91,8 +92,14 @@ type drainer interface {
 	SetDraining(id string, draining bool) error
 }
 
+// maxXDSWeight caps an xDS endpoint's weight relative to the lightest
+// one: a weight scales an instance's virtual nodes on every ring, so
+// weights such as 1 and 1000000 must not turn into a million points.
+const maxXDSWeight = 16
+
 // withXDS appends the xDS endpoints not already in list (a static
-// instance of the same address wins), with their weights.
+// instance of the same address wins), with their weights relative to the
+// lightest endpoint's, capped at maxXDSWeight.
 func withXDS(list []scheduler.Instance, eps map[string]xds.Endpoint) []scheduler.Instance {
 	if len(eps) == 0 {
 		return list
@@ -101,9 +108,17 @@ func withXDS(list []scheduler.Instance, eps map[string]xds.Endpoint) []scheduler
 	for _, in := range list {
 		seen[in.ID] = true
 	}
+	lightest := uint32(0)
+	for _, e := range eps {
+		if lightest == 0 || e.Weight < lightest {
+			lightest = e.Weight
+		}
+	}
+	lightest = max(lightest, 1)
 	for addr, e := range eps {
 		if !seen[addr] {
-			list = append(list, scheduler.Instance{ID: addr, Weight: float64(e.Weight)})
+			w := min(float64(max(e.Weight, 1))/float64(lightest), maxXDSWeight)
+			list = append(list, scheduler.Instance{ID: addr, Weight: w})
 		}
 	}
 	return list

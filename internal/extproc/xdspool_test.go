@@ -20,6 +20,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
+
+	"github.com/dualmap/dualmap/internal/xds"
+	"github.com/dualmap/dualmap/scheduler"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -206,4 +209,22 @@ func gauge(t *testing.T, ts *testServer, name string) prometheus.Collector {
 	}
 	t.Fatalf("metric %s not registered", name)
 	return nil
+}
+
+func TestXDSWeightsRelative(t *testing.T) {
+	eps := map[string]xds.Endpoint{
+		"10.0.0.1:80": {Address: "10.0.0.1:80", Weight: 100},
+		"10.0.0.2:80": {Address: "10.0.0.2:80", Weight: 300},
+		"10.0.0.3:80": {Address: "10.0.0.3:80", Weight: 4000000000},
+		"10.0.0.9:80": {Address: "10.0.0.9:80", Weight: 500}, // also static: the static one wins
+	}
+	list := withXDS([]scheduler.Instance{{ID: "10.0.0.9:80", Weight: 2}}, eps)
+	got := map[string]float64{}
+	for _, in := range list {
+		got[in.ID] = in.Weight
+	}
+	want := map[string]float64{"10.0.0.1:80": 1, "10.0.0.2:80": 3, "10.0.0.3:80": maxXDSWeight, "10.0.0.9:80": 2}
+	if fmt.Sprint(got) != fmt.Sprint(want) || len(list) != 4 {
+		t.Errorf("withXDS() weights = %v, want %v", got, want)
+	}
 }
