@@ -30,7 +30,7 @@ func fullDuplex(cfg string) string {
 // reaches the engine intact (it parses it), and bad input is refused by
 // the router before it goes upstream.
 func TestFullDuplexThroughEnvoy(t *testing.T) {
-	s := startStack(t, stackOptions{envoyRewrite: fullDuplex, maxBodyBytes: 4 << 20})
+	s := startStack(t, stackOptions{renderEnvoy: fullDuplex, maxBodyBytes: 4 << 20})
 	first := s.post("/v1/chat/completions", chatBody(systemPrompt, "hello", true, 16))
 	if first.status != 200 || first.err != nil || !first.done || first.instance == "" || first.engine != first.instance {
 		t.Fatalf("streaming: %+v", first)

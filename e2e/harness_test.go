@@ -177,9 +177,13 @@ type stackOptions struct {
 	redis            string // Redis address: the routers share state through it
 	envoyConfig      string // the file in envoy/ (default front-proxy.yaml)
 	mode             string // routing.mode (default the router's)
-	// envoyRewrite, when set, changes the rendered Envoy configuration
-	// (e.g. the ext_proc processing mode).
-	envoyRewrite func(string) string
+	// pools, when set, is the router config's pools block for the
+	// engines' addresses (default one pool of all of them).
+	pools func(engines []string) string
+	// beforeRouters runs once the engines are up, before the routers start.
+	beforeRouters func(engines []string)
+	// renderEnvoy rewrites the rendered Envoy config further.
+	renderEnvoy func(string) string
 }
 
 func startStack(t testing.TB, o stackOptions) *stack {
@@ -210,9 +214,20 @@ func startStack(t testing.TB, o stackOptions) *stack {
 		waitHTTP(t, "http://"+e.addr+"/health", 20*time.Second)
 	}
 	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "pools:\n  - block_size: 16\n    policy: {name: %s}\n    instances:\n", o.policy)
+	var addrs []string
 	for _, e := range s.engines {
-		fmt.Fprintf(&cfg, "      - address: %s\n", e.addr)
+		addrs = append(addrs, e.addr)
+	}
+	if o.beforeRouters != nil {
+		o.beforeRouters(addrs)
+	}
+	if o.pools != nil {
+		cfg.WriteString(o.pools(addrs))
+	} else {
+		fmt.Fprintf(&cfg, "pools:\n  - block_size: 16\n    policy: {name: %s}\n    instances:\n", o.policy)
+		for _, e := range s.engines {
+			fmt.Fprintf(&cfg, "      - address: %s\n", e.addr)
+		}
 	}
 	routing := "debug_headers: true"
 	if o.mode != "" {
@@ -250,8 +265,8 @@ func startStack(t testing.TB, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	rendered := renderFrontProxy(string(src), listen, admin, routerPorts, enginePorts)
-	if o.envoyRewrite != nil {
-		rendered = o.envoyRewrite(rendered)
+	if o.renderEnvoy != nil {
+		rendered = o.renderEnvoy(rendered)
 	}
 	envoyCfg := filepath.Join(s.dir, "envoy.yaml")
 	if err := os.WriteFile(envoyCfg, []byte(rendered), 0o644); err != nil {
@@ -282,8 +297,10 @@ func renderFrontProxy(src string, listen, admin int, routers, engines []int) str
 			ports = routers
 		case port == "8001":
 			ports = engines
-		default: // 8002-8004: replaced together with 8001
+		case port == "8002" || port == "8003" || port == "8004": // replaced together with 8001
 			return ""
+		default: // another cluster's endpoint (the xDS server's): kept
+			return line
 		}
 		var b strings.Builder
 		for _, p := range ports {

@@ -58,9 +58,12 @@ func TestConfigCommand(t *testing.T) {
 		wantOut  string
 		wantErr  string
 	}{
-		{"check example", []string{"config", "check", "../../examples/dualmap.yaml"}, 0, "ok (1 pools, 4 static instances)", ""},
-		{"check gateway example", []string{"config", "check", "../../examples/gateway-epp.yaml"}, 0, "gateway-epp.yaml: ok (1 pools, 4 static instances)", ""},
+		{"check example", []string{"config", "check", "../../examples/dualmap.yaml"}, 0, "ok (2 pools, 6 static instances, 0 pools from xds)", ""},
+		{"check xds example", []string{"config", "check", "../../examples/dualmap-xds.yaml"}, 0, "ok (1 pools, 0 static instances, 1 pools from xds)", ""},
 		{"check missing", []string{"config", "check", "/nonexistent.yaml"}, 1, "", "no such file"},
+		{"check envoy routes", []string{"config", "check", "../../examples/dualmap.yaml", "../../envoy/front-proxy.yaml", "../../envoy/sidecar.yaml"}, 0, "front-proxy.yaml: ok (8 dualmap route settings)", ""},
+		{"check envoy routes, missing pool", []string{"config", "check", "../../examples/dualmap-xds.yaml", "../../envoy/front-proxy-xds.yaml"}, 1, "", `pool = "batch": no such pool`},
+		{"check gateway example", []string{"config", "check", "../../examples/gateway-epp.yaml"}, 0, "gateway-epp.yaml: ok (1 pools, 4 static instances, 0 pools from xds)", ""},
 		{"check TLS files", []string{"config", "check", tlsMissing}, 1, "", "grpc.tls.cert_file: stat /nonexistent/tls.crt: no such file"},
 		{"defaults", []string{"config", "defaults"}, 0, "x-gateway-destination-endpoint", ""},
 		{"no sub", []string{"config"}, 2, "", "check or defaults"},

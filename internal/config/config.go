@@ -125,7 +125,11 @@ type Pool struct {
 	Instances []Instance `yaml:"instances"`
 	// DNS, instead of (or on top of) a static list: a name re-resolved
 	// every Interval, each address with Port.
-	DNS       *DNS   `yaml:"dns"`
+	DNS *DNS `yaml:"dns"`
+	// XDS, instead of (or on top of) a static list: the endpoints of one
+	// cluster from an xDS management server (EDS), the same list Envoy
+	// routes to.
+	XDS       *XDS   `yaml:"xds"`
 	Tokenizer string `yaml:"tokenizer"`  // tokenizer.json path; "" = byte approximation
 	BlockSize int    `yaml:"block_size"` // tokens per hash block (default 16)
 	Policy    Policy `yaml:"policy"`
@@ -248,6 +252,10 @@ type Routing struct {
 	// SessionHeader names an optional request header whose value keys the
 	// request instead of its prompt prefix (session affinity); "" = off.
 	SessionHeader string `yaml:"session_header"`
+	// PriorityHeader names the request header with a client's priority
+	// (an integer, higher first; default x-dualmap-priority). It is read
+	// only on routes whose Envoy settings allow it (client_priority).
+	PriorityHeader string `yaml:"priority_header"`
 }
 
 // Health configures active health checks and passive failure handling.

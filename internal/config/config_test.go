@@ -72,7 +72,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"unknown top key", "poolz: []\n", "poolz"},
 		{"wrong type", "pools:\n  - instances: [{address: 10.0.0.1:80}]\n    block_size: big\n", "block_size"},
 		{"no pools", "listen: {grpc: ':1'}\n", "pools: at least one pool"},
-		{"no instances", "pools:\n  - name: a\n", "pools[0]: give instances or dns"},
+		{"no instances", "pools:\n  - name: a\n", "pools[0]: give instances, dns or xds"},
 		{"hostname", "pools:\n  - instances: [{address: vllm:8000}]\n", "pools[0].instances[0].address"},
 		{"duplicate address", "pools:\n  - instances: [{address: 10.0.0.1:80}, {address: 10.0.0.1:80}]\n", "duplicate address"},
 		{"bad port", "pools:\n  - instances: [{address: '10.0.0.1:99999'}]\n", "bad port"},

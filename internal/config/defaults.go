@@ -38,6 +38,7 @@ const (
 	DefaultMaxQueueWait = 30 * time.Second
 	DefaultHeader       = "x-gateway-destination-endpoint"
 	DefaultSLOHeader    = "x-dualmap-slo"
+	DefaultPriorityHdr  = "x-dualmap-priority"
 	ModeOverrideHost    = "override-host"
 	ModeOriginalDst     = "original-dst"
 )
@@ -125,6 +126,10 @@ func (c Config) WithDefaults() Config {
 			d.Interval = 10 * time.Second
 			p.DNS = &d
 		}
+		if p.XDS != nil {
+			x := p.XDS.withDefaults()
+			p.XDS = &x
+		}
 		pools[i] = p
 	}
 	c.Pools = pools
@@ -166,6 +171,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Routing.SLOHeader == "" {
 		c.Routing.SLOHeader = DefaultSLOHeader
+	}
+	if c.Routing.PriorityHeader == "" {
+		c.Routing.PriorityHeader = DefaultPriorityHdr
 	}
 	if c.Health.Path == "" {
 		c.Health.Path = "/health"

@@ -108,8 +108,13 @@ func (c Config) Validate() error {
 			}
 			models[m] = p.Name
 		}
-		if len(p.Instances) == 0 && p.DNS == nil {
-			return invalid(at, "give instances or dns")
+		if len(p.Instances) == 0 && p.DNS == nil && p.XDS == nil {
+			return invalid(at, "give instances, dns or xds")
+		}
+		if p.XDS != nil {
+			if err := p.XDS.validate(at + ".xds"); err != nil {
+				return err
+			}
 		}
 		seen := map[string]bool{}
 		for j, in := range p.Instances {
@@ -180,6 +185,8 @@ func (c Config) Validate() error {
 		return invalid("routing.slo_header", "%q is not a lowercase header name", c.Routing.SLOHeader)
 	case c.Routing.SessionHeader != "" && !validHeaderName(c.Routing.SessionHeader):
 		return invalid("routing.session_header", "%q is not a lowercase header name", c.Routing.SessionHeader)
+	case !validHeaderName(c.Routing.PriorityHeader):
+		return invalid("routing.priority_header", "%q is not a lowercase header name", c.Routing.PriorityHeader)
 	case !strings.HasPrefix(c.Health.Path, "/"):
 		return invalid("health.path", "must start with /, got %q", c.Health.Path)
 	case c.Health.Interval <= 0 || c.Health.Timeout <= 0 || c.Health.Backoff <= 0 || c.Health.MaxBackoff < c.Health.Backoff:
@@ -366,6 +373,9 @@ func validEndpoint(path, a string) error {
 	}
 	return nil
 }
+
+// ValidHeaderName reports whether h is a lowercase HTTP header name.
+func ValidHeaderName(h string) bool { return validHeaderName(h) }
 
 func validHeaderName(h string) bool {
 	if h == "" {

@@ -50,35 +50,47 @@ func (c Config) AdminToken(env func(string) string) (string, error) {
 // name when configured. Errors name the key.
 func (c Config) RedisTLS() (*tls.Config, error) {
 	r := c.State.Redis
-	if !r.TLS && r.TLSCAFile == "" && r.TLSCertFile == "" && r.TLSKeyFile == "" && r.TLSServerName == "" {
+	return tlsFiles{on: r.TLS, ca: r.TLSCAFile, cert: r.TLSCertFile, key: r.TLSKeyFile, server: r.TLSServerName}.config("state.redis.")
+}
+
+// tlsFiles are the tls_* keys of one client connection.
+type tlsFiles struct {
+	on                    bool
+	ca, cert, key, server string
+}
+
+// config is the TLS client configuration of t (nil: TLS off), with errors
+// naming the keys under at.
+func (t tlsFiles) config(at string) (*tls.Config, error) {
+	if !t.on && t.ca == "" && t.cert == "" && t.key == "" && t.server == "" {
 		return nil, nil
 	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: r.TLSServerName}
-	if r.TLSCAFile != "" {
-		pem, err := os.ReadFile(r.TLSCAFile)
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.server}
+	if t.ca != "" {
+		pem, err := os.ReadFile(t.ca)
 		if err != nil {
-			return nil, invalid("state.redis.tls_ca_file", "%v", err)
+			return nil, invalid(at+"tls_ca_file", "%v", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, invalid("state.redis.tls_ca_file", "%s holds no PEM certificate", r.TLSCAFile)
+			return nil, invalid(at+"tls_ca_file", "%s holds no PEM certificate", t.ca)
 		}
 		tc.RootCAs = pool
 	}
 	switch {
-	case r.TLSCertFile != "" && r.TLSKeyFile == "":
-		return nil, invalid("state.redis.tls_key_file", "required with tls_cert_file")
-	case r.TLSKeyFile != "" && r.TLSCertFile == "":
-		return nil, invalid("state.redis.tls_cert_file", "required with tls_key_file")
-	case r.TLSCertFile != "":
-		for _, f := range []struct{ key, path string }{{"tls_cert_file", r.TLSCertFile}, {"tls_key_file", r.TLSKeyFile}} {
+	case t.cert != "" && t.key == "":
+		return nil, invalid(at+"tls_key_file", "required with tls_cert_file")
+	case t.key != "" && t.cert == "":
+		return nil, invalid(at+"tls_cert_file", "required with tls_key_file")
+	case t.cert != "":
+		for _, f := range []struct{ key, path string }{{"tls_cert_file", t.cert}, {"tls_key_file", t.key}} {
 			if _, err := os.Stat(f.path); err != nil {
-				return nil, invalid("state.redis."+f.key, "%v", err)
+				return nil, invalid(at+f.key, "%v", err)
 			}
 		}
-		cert, err := tls.LoadX509KeyPair(r.TLSCertFile, r.TLSKeyFile)
+		cert, err := tls.LoadX509KeyPair(t.cert, t.key)
 		if err != nil {
-			return nil, invalid("state.redis.tls_cert_file", "with tls_key_file: %v", err)
+			return nil, invalid(at+"tls_cert_file", "with tls_key_file: %v", err)
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}

@@ -9,7 +9,8 @@ import (
 )
 
 // AdminHandler serves /healthz (the process is up), /readyz (every pool has
-// a ready instance), /metrics (Prometheus, from g) and /debug/instances
+// a ready instance, and every pool from xDS has reached its management
+// server within pools[].xds.grace), /metrics (Prometheus, from g) and /debug/instances
 // (each pool's instances as the scheduler sees them, JSON).
 func (s *Server) AdminHandler(g prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()

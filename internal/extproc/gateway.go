@@ -4,12 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/dualmap/dualmap/internal/config"
 )
 
 // What Gateway API Inference Extension gateways and their users send an
@@ -110,25 +108,6 @@ func servedMetadata(md *corev3.Metadata) string {
 		return ""
 	}
 	return strings.TrimSpace(v)
-}
-
-// slo is the request's TTFT objective: routing.slo_header (a class or a
-// duration) when present, else x-llm-d-slo-ttft-ms (milliseconds), else
-// the default.
-func (st *stream) slo() (time.Duration, error) {
-	cfg := st.s.cfg
-	if st.sloHeader == "" && st.ttftHeader != "" {
-		d, err := config.TTFTMillis(st.ttftHeader)
-		if err != nil {
-			return 0, fmt.Errorf("%w: %v", errBadSLO, err)
-		}
-		return d, nil
-	}
-	slo, err := cfg.SLOFor(st.sloHeader)
-	if err != nil {
-		return 0, fmt.Errorf("%w: %s: %v", errBadSLO, cfg.Routing.SLOHeader, err)
-	}
-	return slo, nil
 }
 
 // servedElsewhere records that the pool member id served a request of

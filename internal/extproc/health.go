@@ -72,7 +72,7 @@ func (s *Server) upstreamOK(p *pool, id string) {
 func (s *Server) applyHealth(p *pool, id string) {
 	s.background(func() {
 		p.mu.Lock()
-		up := !p.healthOf(id).down
+		up := !p.healthOf(id).down && !p.xdsDown(id)
 		p.mu.Unlock()
 		if err := p.members.SetHealthy(id, up); err != nil {
 			s.log.Debug("health change for an instance no longer in the pool", "pool", p.name, "instance", id)

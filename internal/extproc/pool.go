@@ -10,6 +10,7 @@ import (
 	"github.com/dualmap/dualmap/internal/coord"
 	"github.com/dualmap/dualmap/internal/state"
 	"github.com/dualmap/dualmap/internal/tokenize"
+	"github.com/dualmap/dualmap/internal/xds"
 	"github.com/dualmap/dualmap/scheduler"
 )
 
@@ -49,9 +50,12 @@ type pool struct {
 	coord    *coord.Coordinator // runs over store: exchange rounds, leased rebalancing
 	shared   bool               // store is Redis: rebalancing takes leases
 
-	mu     sync.Mutex // guards static, dns, health
+	xds *xds.Client // the pool's xDS subscription, or nil
+
+	mu     sync.Mutex // guards static, dns, eds, health
 	static []config.Instance
 	dns    []string                // addresses last resolved
+	eds    map[string]xds.Endpoint // the xDS endpoints last applied, by address
 	health map[string]*healthState // by instance address
 }
 
@@ -116,7 +120,7 @@ func (p *pool) setMembers(static *[]config.Instance, resolved *[]string) error {
 	if resolved != nil {
 		p.dns = *resolved
 	}
-	list := instances(p.static, p.dns)
+	list := withXDS(instances(p.static, p.dns), p.eds)
 	keep := map[string]bool{}
 	for _, in := range list {
 		keep[in.ID] = true
@@ -149,6 +153,9 @@ func (p *pool) member(id string) bool {
 		if in.Address == id {
 			return true
 		}
+	}
+	if _, ok := p.eds[id]; ok {
+		return true
 	}
 	return slices.Contains(p.dns, id)
 }

@@ -93,6 +93,11 @@ func classify(err error, retryAfter time.Duration) httpError {
 	case errors.Is(err, errBufferFull):
 		return httpError{status: 429, kind: kindBufferFull, retryAfter: retryAfter,
 			body: errorJSON("the router is holding too many request bodies; retry later", "rate_limit_exceeded", "", "buffer_full")}
+	case errors.Is(err, errRouteSetting):
+		return httpError{status: 503, kind: "route_setting",
+			body: errorJSON("the route is misconfigured; see the router's log", "service_unavailable", "", "route_misconfigured")}
+	case errors.Is(err, errBadPriority):
+		return httpError{status: 400, kind: "bad_request", body: errorJSON(err.Error(), "invalid_request_error", "", "bad_priority")}
 	case errors.Is(err, errTokenize):
 		return httpError{status: 400, kind: "tokenize", body: errorJSON(err.Error(), "invalid_request_error", "", "tokenize")}
 	}

@@ -54,6 +54,9 @@ type Server struct {
 	seq     atomic.Uint64
 	bounds  *bounds
 
+	rm       *routeMetrics // route settings (routesettings.go)
+	routeLog routeLog
+
 	bgMu sync.Mutex // serializes background changes (health, membership, rebalancing)
 }
 
@@ -73,9 +76,10 @@ func New(cfg config.Config, opt Options) (*Server, error) {
 		s.client = &http.Client{Timeout: cfg.Health.Timeout}
 	}
 	s.m = newMetrics(opt.Registry)
+	s.rm = newRouteMetrics(opt.Registry)
 	s.bounds = &bounds{maxStreams: int64(cfg.Limits.MaxStreams), maxBuffered: int64(cfg.Limits.MaxBufferedBytes)}
 	registerBounds(opt.Registry, s.bounds)
-	for _, pc := range cfg.Pools {
+	for i, pc := range cfg.Pools {
 		store, err := newStore(cfg, pc.Name, opt, s.log)
 		if err != nil {
 			s.Close()
@@ -92,6 +96,11 @@ func New(cfg config.Config, opt Options) (*Server, error) {
 			return nil, fmt.Errorf("extproc: %w", err)
 		}
 		s.pools = append(s.pools, p)
+		if p.xds, err = newXDSClient(pc, s, fmt.Sprintf("pools[%d]", i)); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("extproc: pool %s: %w", pc.Name, err)
+		}
+		registerXDS(opt.Registry, p, s.now)
 		for _, model := range pc.Models {
 			if model == "*" {
 				s.def = p
@@ -111,6 +120,9 @@ func (s *Server) Register(g *grpc.Server) { extprocv3.RegisterExternalProcessorS
 func (s *Server) Close() {
 	for _, p := range s.pools {
 		p.encoder.Close()
+		if p.xds != nil {
+			p.xds.Close()
+		}
 		if c, ok := p.store.(interface{ Close() error }); ok {
 			c.Close()
 		}
@@ -133,6 +145,13 @@ func (s *Server) Ready() error {
 	for _, p := range s.pools {
 		if _, err := p.sched.AnyReadyOf(0, nil); err != nil {
 			return fmt.Errorf("pool %s: %w", p.name, err)
+		}
+	}
+	for i, pc := range s.cfg.Pools {
+		if pc.XDS != nil {
+			if err := s.xdsReady(s.pools[i], pc.XDS.Grace); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -164,6 +183,13 @@ func (s *Server) Run(ctx context.Context) {
 			go func() {
 				defer wg.Done()
 				s.supervise(ctx, "dns", func(ctx context.Context) { s.dnsLoop(ctx, p, *pc.DNS) })
+			}()
+		}
+		if p.xds != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.supervise(ctx, "xds", func(ctx context.Context) { s.xdsLoop(ctx, p) })
 			}()
 		}
 		if pc.Metrics.Enabled {

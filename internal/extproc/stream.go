@@ -57,9 +57,16 @@ type stream struct {
 	method, path, contentType string
 	sloHeader, session        string
 	ttftHeader                string      // x-llm-d-slo-ttft-ms
-	priority                  int         // of the inference objective named
+	objective                 string      // x-llm-d-inference-objective (or the older name)
 	subset                    []string    // the gateway's subset hint (gateway.go)
 	kind                      openai.Kind // of method and path
+
+	// Route settings (routesettings.go): from Envoy, and the request's
+	// controls they resolve.
+	rs             routeSettings
+	priorityHeader string
+	slo            time.Duration // resolved by requestControls
+	priority       int           // resolved by requestControls
 	// The request body: size bytes so far, of which body holds those of an
 	// inference request (the others are not read) until it is routed; held
 	// of them are reserved in the server's bounds.
@@ -135,12 +142,16 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata
 	if st.phase != phaseRequestHeaders {
 		return nil, st.refuse(msgRequestHeaders)
 	}
+	if err := st.readRouteSettings(md); err != nil {
+		return st.fail(err), nil
+	}
 	subset, err := subsetHint(md)
 	if err != nil {
 		return st.fail(err), nil
 	}
 	st.subset = subset
 	cfg := &st.s.cfg.Routing
+	sessionHeader := st.sessionHeader()
 	for _, kv := range h.GetHeaders().GetHeaders() {
 		switch strings.ToLower(kv.GetKey()) {
 		case ":method":
@@ -158,11 +169,13 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata
 		case ttftHeader:
 			st.ttftHeader = headerValue(kv)
 		case objectiveHeader, legacyObjectiveHeader:
-			st.priority = st.s.cfg.PriorityOf(headerValue(kv))
-		case cfg.SessionHeader:
-			if cfg.SessionHeader != "" {
+			st.objective = headerValue(kv)
+		case sessionHeader:
+			if sessionHeader != "" {
 				st.session = headerValue(kv)
 			}
+		case cfg.PriorityHeader:
+			st.priorityHeader = headerValue(kv)
 		}
 	}
 	st.kind = openai.Classify(st.method, st.path)
@@ -191,7 +204,10 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata
 // say little about serving inference, and the active health checks watch
 // the instance anyway.
 func (st *stream) routeAny() *extprocv3.ProcessingResponse {
-	p := st.s.def
+	p := st.routePool()
+	if p == nil {
+		p = st.s.def
+	}
 	if p == nil {
 		p = st.s.pools[0]
 	}
@@ -357,13 +373,15 @@ func (st *stream) prepare() (*scheduler.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := st.s.poolFor(body.Model)
-	if err != nil {
-		return nil, err
+	p := st.routePool()
+	if p == nil {
+		if p, err = st.s.poolFor(body.Model); err != nil {
+			return nil, err
+		}
 	}
 	st.pool = p
 	st.streaming = body.Stream
-	slo, err := st.slo()
+	slo, err := st.requestControls()
 	if err != nil {
 		return nil, err
 	}
@@ -449,6 +467,7 @@ func (st *stream) onResponseHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadat
 			header("x-dualmap-reason", st.dec.Reason.String()),
 			header("x-dualmap-cached-tokens", strconv.Itoa(st.dec.CachedTokens)),
 		}
+		m.SetHeaders = append(m.SetHeaders, st.routeDebugHeaders()...)
 	}
 	return continueResponseHeaders(m), nil
 }

@@ -1,0 +1,230 @@
+package extproc
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc"
+
+	"github.com/dualmap/dualmap/internal/xds"
+	"github.com/dualmap/dualmap/scheduler"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// controlPlane is a go-control-plane management server with a snapshot
+// cache on loopback.
+type controlPlane struct {
+	cache cachev3.SnapshotCache
+	addr  string
+	g     *grpc.Server
+	ver   int
+}
+
+func startControlPlane(t *testing.T) *controlPlane {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := &controlPlane{cache: cachev3.NewSnapshotCache(false, cachev3.IDHash{}, nil), addr: lis.Addr().String(), g: grpc.NewServer()}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := serverv3.NewServer(ctx, cp.cache, nil)
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(cp.g, srv)
+	endpointservice.RegisterEndpointDiscoveryServiceServer(cp.g, srv)
+	go cp.g.Serve(lis)
+	t.Cleanup(func() { cp.g.Stop(); cancel() })
+	return cp
+}
+
+// xdsEndpoint is one endpoint of a snapshot: "IP:port", optional
+// "/draining", "/unhealthy" or "/wN" (weight N) suffixes.
+func xdsEndpoint(t *testing.T, spec string) *endpointv3.LbEndpoint {
+	parts := strings.Split(spec, "/")
+	host, port, _ := net.SplitHostPort(parts[0])
+	var p uint32
+	fmt.Sscan(port, &p)
+	e := &endpointv3.LbEndpoint{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+		Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+			Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: p}}}}}}}
+	for _, s := range parts[1:] {
+		switch {
+		case s == "draining":
+			e.HealthStatus = corev3.HealthStatus_DRAINING
+		case s == "unhealthy":
+			e.HealthStatus = corev3.HealthStatus_UNHEALTHY
+		case strings.HasPrefix(s, "w"):
+			var w uint32
+			fmt.Sscan(s[1:], &w)
+			e.LoadBalancingWeight = wrapperspb.UInt32(w)
+		default:
+			t.Fatalf("bad endpoint spec %q", spec)
+		}
+	}
+	return e
+}
+
+// set publishes cluster's endpoints to node.
+func (cp *controlPlane) set(t *testing.T, node, cluster string, eps ...string) {
+	t.Helper()
+	cp.ver++
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: cluster, Endpoints: []*endpointv3.LocalityLbEndpoints{{}}}
+	for _, e := range eps {
+		cla.Endpoints[0].LbEndpoints = append(cla.Endpoints[0].LbEndpoints, xdsEndpoint(t, e))
+	}
+	snap, err := cachev3.NewSnapshot(fmt.Sprint(cp.ver), map[resource.Type][]types.Resource{resource.EndpointType: {cla}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.cache.SetSnapshot(context.Background(), node, snap); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// states is the pool's membership as "id:healthy:draining:weight" strings.
+func states(p *pool) []string {
+	var out []string
+	for _, st := range p.sched.Instances() {
+		out = append(out, fmt.Sprintf("%s:%v:%v", st.ID, st.Healthy, st.Draining))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func waitStates(t *testing.T, p *pool, want ...string) {
+	t.Helper()
+	slices.Sort(want)
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Equal(states(p), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pool instances = %v, want %v", states(p), want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A pool takes its instances from a management server (ADS and EDS alike):
+// additions, removals, draining and health apply; a bad assignment keeps
+// the last good list; when the server goes away the list stays and
+// readiness says so after the grace.
+func TestXDSPool(t *testing.T) {
+	for _, api := range []string{"ads", "eds"} {
+		t.Run(api, func(t *testing.T) {
+			cp := startControlPlane(t)
+			cfg := parseConfig(t, fmt.Sprintf(`
+pools:
+  - xds: {address: %q, cluster: model_servers, api: %s, node_id: router-1, grace: 1s}
+health: {interval: 1h}
+`, cp.addr, api))
+			ts := start(t, cfg, true)
+			p := ts.srv.pools[0]
+			if err := ts.srv.Ready(); err == nil {
+				t.Errorf("Ready() = nil before any endpoint arrived")
+			}
+			cp.set(t, "router-1", "model_servers", "10.0.0.1:8000", "10.0.0.2:8000/w3")
+			waitStates(t, p, "10.0.0.1:8000:true:false", "10.0.0.2:8000:true:false")
+			if err := ts.srv.Ready(); err != nil {
+				t.Errorf("Ready() = %v with endpoints", err)
+			}
+			if n := testutil.ToFloat64(gauge(t, ts, "dualmap_xds_connected")); n != 1 {
+				t.Errorf("dualmap_xds_connected = %v with a stream open, want 1", n)
+			}
+			p.mu.Lock()
+			got := withXDS(instances(p.static, p.dns), p.eds)
+			p.mu.Unlock()
+			for _, in := range got {
+				if want := map[string]float64{"10.0.0.1:8000": 1, "10.0.0.2:8000": 3}[in.ID]; in.Weight != want {
+					t.Errorf("instance %s weight = %v, want %v (load_balancing_weight)", in.ID, in.Weight, want)
+				}
+			}
+
+			// One drains, one is added unhealthy, one removed.
+			cp.set(t, "router-1", "model_servers", "10.0.0.2:8000/draining", "10.0.0.3:8000/unhealthy", "10.0.0.4:8000")
+			waitStates(t, p, "10.0.0.2:8000:true:true", "10.0.0.3:8000:false:false", "10.0.0.4:8000:true:false")
+			for i := 0; i < 20; i++ {
+				c := ts.open(t)
+				r := ts.post(t, c, "/v1/chat/completions", chat("m", fmt.Sprint("q", i), false))
+				dest := strings.Split(setHeader(r.GetRequestBody().GetResponse().GetHeaderMutation(), "x-gateway-destination-endpoint"), ",")[0]
+				c.responseHeaders(t, "200")
+				c.close()
+				if dest != "10.0.0.4:8000" {
+					t.Fatalf("request %d pinned to %q, want the only ready instance 10.0.0.4:8000", i, dest)
+				}
+			}
+			// The router's own checks cannot bring back what xDS calls unhealthy.
+			ts.srv.applyHealth(p, "10.0.0.3:8000")
+			waitStates(t, p, "10.0.0.2:8000:true:true", "10.0.0.3:8000:false:false", "10.0.0.4:8000:true:false")
+
+			// A hostname is refused; the last list stays.
+			cp.set(t, "router-1", "model_servers", "vllm.svc:8000")
+			time.Sleep(300 * time.Millisecond)
+			waitStates(t, p, "10.0.0.2:8000:true:true", "10.0.0.3:8000:false:false", "10.0.0.4:8000:true:false")
+
+			// The server goes away: the list stays; readiness fails after the grace.
+			cp.g.Stop()
+			deadline := time.Now().Add(10 * time.Second)
+			for ts.srv.Ready() == nil {
+				if time.Now().After(deadline) {
+					t.Fatal("Ready() still nil 10s after the management server stopped")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if err := ts.srv.Ready(); !strings.Contains(err.Error(), "xds management server unreachable") {
+				t.Errorf("Ready() = %v, want it to name the management server", err)
+			}
+			if n := testutil.ToFloat64(gauge(t, ts, "dualmap_xds_connected")); n != 0 {
+				t.Errorf("dualmap_xds_connected = %v with the server gone, want 0", n)
+			}
+			waitStates(t, p, "10.0.0.2:8000:true:true", "10.0.0.3:8000:false:false", "10.0.0.4:8000:true:false")
+		})
+	}
+}
+
+// gauge is the metric called name, of the only pool that has it.
+func gauge(t *testing.T, ts *testServer, name string) prometheus.Collector {
+	t.Helper()
+	mfs, err := ts.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			v := mf.GetMetric()[0].GetGauge().GetValue()
+			return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: name}, func() float64 { return v })
+		}
+	}
+	t.Fatalf("metric %s not registered", name)
+	return nil
+}
+
+func TestXDSWeightsRelative(t *testing.T) {
+	eps := map[string]xds.Endpoint{
+		"10.0.0.1:80": {Address: "10.0.0.1:80", Weight: 100},
+		"10.0.0.2:80": {Address: "10.0.0.2:80", Weight: 300},
+		"10.0.0.3:80": {Address: "10.0.0.3:80", Weight: 4000000000},
+		"10.0.0.9:80": {Address: "10.0.0.9:80", Weight: 500}, // also static: the static one wins
+	}
+	list := withXDS([]scheduler.Instance{{ID: "10.0.0.9:80", Weight: 2}}, eps)
+	got := map[string]float64{}
+	for _, in := range list {
+		got[in.ID] = in.Weight
+	}
+	want := map[string]float64{"10.0.0.1:80": 1, "10.0.0.2:80": 3, "10.0.0.3:80": maxXDSWeight, "10.0.0.9:80": 2}
+	if fmt.Sprint(got) != fmt.Sprint(want) || len(list) != 4 {
+		t.Errorf("withXDS() weights = %v, want %v", got, want)
+	}
+}
