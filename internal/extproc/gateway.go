@@ -7,7 +7,6 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/structpb"
-
 )
 
 // What Gateway API Inference Extension gateways and their users send an
