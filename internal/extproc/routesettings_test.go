@@ -53,10 +53,10 @@ func TestParseSettings(t *testing.T) {
 		{name: "grpc metadata", md: metadata.Pairs("x-dualmap-pool", "batch", "x-dualmap-slo", "batch", "x-dualmap-priority", "-5",
 			"x-dualmap-session-header", "x-conv", "x-dualmap-client-slo", "none", "x-dualmap-client-priority", "lower", "x-dualmap-route", "r1",
 			"user-agent", "envoy", "x-envoy-internal", "true"),
-			want: routeSettings{route: "r1", pool: "batch", slo: 60 * time.Second, priority: -5, sessionHeader: "x-conv", clientSLO: clientNone, clientPriority: clientTighter}},
+			want: routeSettings{route: "r1", pool: "batch", slo: 60 * time.Second, priority: -5, prioritySet: true, sessionHeader: "x-conv", clientSLO: clientNone, clientPriority: clientTighter}},
 		{name: "metadata overrides grpc metadata", md: metadata.Pairs("x-dualmap-slo", "batch", "x-dualmap-pool", "batch"),
 			meta: map[string]any{"slo": "750ms", "priority": 3.0, "client_priority": true},
-			want: routeSettings{pool: "batch", slo: 750 * time.Millisecond, priority: 3, clientPriority: clientAny}},
+			want: routeSettings{pool: "batch", slo: 750 * time.Millisecond, priority: 3, prioritySet: true, clientPriority: clientAny}},
 		{name: "unknown keys", md: metadata.Pairs("x-dualmap-colour", "blue"), meta: map[string]any{"shape": "round", "slo": "interactive"},
 			want: routeSettings{slo: 2 * time.Second}, unknown: 2},
 		{name: "no such pool", md: metadata.Pairs("x-dualmap-pool", "gpu"), err: `grpc_metadata pool = "gpu": no such pool`},
@@ -292,4 +292,30 @@ func FuzzRouteSettings(f *testing.F) {
 			}
 		}
 	})
+}
+
+// An inference objective's priority is the operator's value but the
+// client's choice: it counts unless the route says otherwise.
+func TestObjectivePriorityOnRoutes(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		rs          routeSettings
+		objective   int
+		want        int
+		wantIgnored bool
+	}{
+		{"no route settings", routeSettings{}, 10, 10, false},
+		{"route without a priority", routeSettings{pool: "p"}, -1, -1, false},
+		{"route sets a priority", routeSettings{priority: 5, prioritySet: true}, 10, 5, true},
+		{"route sets priority zero", routeSettings{prioritySet: true}, 10, 0, true},
+		{"route allows any", routeSettings{priority: 5, prioritySet: true, clientPriority: clientAny}, 10, 10, false},
+		{"route allows lower: higher asked", routeSettings{priority: 5, prioritySet: true, clientPriority: clientTighter}, 10, 5, true},
+		{"route allows lower: lower asked", routeSettings{priority: 5, prioritySet: true, clientPriority: clientTighter}, 1, 1, false},
+		{"route forbids", routeSettings{clientPriority: clientNone}, 10, 0, true},
+	} {
+		got, ignored := c.rs.objectivePriority(c.objective)
+		if got != c.want || ignored != c.wantIgnored {
+			t.Errorf("%s: objectivePriority(%d) = %d, %v; want %d, %v", c.name, c.objective, got, ignored, c.want, c.wantIgnored)
+		}
+	}
 }
