@@ -36,6 +36,9 @@ type Request struct {
 	// (session affinity): every request of a session gets the same
 	// candidates, and the key-depth table is not consulted (KeyDepth 0).
 	Session uint64
+	// Explain, when not nil, is filled with the candidates the decision
+	// looked at (for tracing; see Explain). The caller owns it.
+	Explain *Explain
 
 	dec        Decision // where it went; changes when dispatched, migrated or re-routed
 	state      reqState

@@ -34,6 +34,7 @@ type upkeep interface {
 	Apply(moves []scheduler.Move) int
 	Rebalances() bool
 	QueueLen() int
+	Stats() scheduler.Stats
 }
 
 // pool is one set of model servers with its scheduler and tokenizer.
@@ -48,6 +49,7 @@ type pool struct {
 	store    state.Store        // shared with the other replicas (memory: nothing shared)
 	coord    *coord.Coordinator // runs over store: exchange rounds, leased rebalancing
 	shared   bool               // store is Redis: rebalancing takes leases
+	counted  poolCounters       // for the background loop's counters (metrics_more.go)
 
 	mu     sync.Mutex // guards static, dns, health
 	static []config.Instance

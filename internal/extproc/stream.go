@@ -69,6 +69,7 @@ type stream struct {
 	dec        scheduler.Decision // where it went
 	dispatched time.Time          // when it went
 	owes       owed
+	tr         *reqTrace // nil when tracing is off (trace.go)
 }
 
 func newStream(s *Server, ctx context.Context) *stream {
@@ -101,6 +102,7 @@ func (st *stream) handle(req *extprocv3.ProcessingRequest) (*extprocv3.Processin
 // refuse ends the stream's processing: m is not accepted in this phase.
 func (st *stream) refuse(m message) error {
 	err := &protocolError{msg: m, phase: st.phase}
+	st.s.m.streamErrors.WithLabelValues(st.phase.String()).Inc()
 	st.phase = phaseFailed
 	return err
 }
@@ -139,6 +141,7 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Process
 		}
 	}
 	st.kind = openai.Classify(st.method, st.path)
+	st.traceStart(h)
 	if h.GetEndOfStream() {
 		return st.routeAny(true), nil
 	}
@@ -220,13 +223,16 @@ func (st *stream) onRequestBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingRes
 	r, err := st.prepare()
 	st.dropBody() // what routing needs of it is in r
 	st.s.m.tokenize.Observe(time.Since(start).Seconds())
+	st.traceTokenized(start, r, err)
 	if err != nil {
 		return st.fail(err), nil
 	}
 	p := st.pool
 	start = time.Now()
 	dec, err := p.flow.EnqueueAndWait(st.ctx, r)
+	st.traceDecided(start, r, dec, err)
 	if err != nil {
+		st.s.m.observeShed(p.name, err)
 		// The scheduler holds nothing of a request it shed or that was
 		// cancelled while waiting.
 		if st.ctx.Err() != nil {
@@ -245,6 +251,7 @@ func (st *stream) onRequestBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingRes
 	st.s.m.decisions.WithLabelValues(p.name, p.policy, dec.Reason.String()).Inc()
 	st.s.m.promptTok.WithLabelValues(p.name).Add(float64(r.Tokens))
 	st.s.m.cachedTok.WithLabelValues(p.name).Add(float64(dec.CachedTokens))
+	st.observeDecision()
 	resp := continueBody(st.pin(dec))
 	resp.DynamicMetadata = st.metadata(dec)
 	return resp, nil
@@ -276,6 +283,7 @@ func (st *stream) prepare() (*scheduler.Request, error) {
 	}
 	st.pool = p
 	st.streaming = body.Stream
+	st.traceModel(body.Model)
 	slo, err := cfg.SLOFor(st.sloHeader)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", errBadSLO, cfg.Routing.SLOHeader, err)
@@ -310,7 +318,9 @@ func (st *stream) destination(dec scheduler.Decision) string {
 
 // pin is the header mutation that steers Envoy to the decision.
 func (st *stream) pin(dec scheduler.Decision) *extprocv3.HeaderMutation {
-	return &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{header(st.s.cfg.Routing.Header, st.destination(dec))}}
+	m := &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{header(st.s.cfg.Routing.Header, st.destination(dec))}}
+	st.traceInject(m)
+	return m
 }
 
 func (st *stream) metadata(dec scheduler.Decision) *structpb.Struct {
@@ -370,6 +380,7 @@ func (st *stream) responseStarted(code int, served string) {
 	p := st.pool
 	st.s.m.firstByte.WithLabelValues(p.name).Observe(time.Since(st.dispatched).Seconds())
 	served = st.servedBy(served)
+	st.traceResponse(code, served)
 	if served != st.dec.Instance {
 		// Envoy retried on the fallback: the primary was unreachable.
 		st.s.upstreamFailed(p, st.dec.Instance)
@@ -453,6 +464,8 @@ func (st *stream) settle(done bool) {
 		st.owes = owesNothing
 	} else {
 		st.pool.flow.FirstToken(st.req)
+		st.observeFirstToken()
+		st.traceFirstToken()
 	}
 }
 
@@ -464,6 +477,7 @@ func (st *stream) finish() {
 	if st.owes != owesNothing {
 		st.settle(true)
 	}
+	st.traceEnd()
 }
 
 // dropBody lets go of the request body and gives its bytes back to the
@@ -481,6 +495,7 @@ func (st *stream) fail(err error) *extprocv3.ProcessingResponse {
 	st.dropBody()
 	e := classify(err, time.Second)
 	st.s.m.errors.WithLabelValues(e.kind).Inc()
+	st.traceFailed(e)
 	st.s.log.Debug("request rejected", "kind", e.kind, "status", e.status, "path", st.path, "error", err)
 	return immediate(e)
 }
