@@ -33,8 +33,8 @@ import (
 	"github.com/dualmap/dualmap/cmd/dualmap/internal/cli"
 	"github.com/dualmap/dualmap/internal/config"
 	"github.com/dualmap/dualmap/internal/extproc"
-	"github.com/dualmap/dualmap/internal/telemetry"
 	"github.com/dualmap/dualmap/internal/state"
+	"github.com/dualmap/dualmap/internal/telemetry"
 )
 
 // Run runs `dualmap serve` with args, the arguments after "serve", until
