@@ -38,6 +38,7 @@ type metrics struct {
 	stateErrors   *prometheus.CounterVec   // pool
 	stateLag      *prometheus.GaugeVec     // pool
 	streamErrors  *prometheus.CounterVec   // phase
+	sloMet        *prometheus.CounterVec   // pool, met
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {

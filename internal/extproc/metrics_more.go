@@ -47,12 +47,18 @@ func (m *metrics) addMore(reg prometheus.Registerer) {
 	m.streamErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dualmap_stream_errors_total", Help: "ext_proc streams ended by a message out of phase or unknown, by the phase that refused it.",
 	}, []string{"phase"})
+	m.sloMet = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dualmap_slo_requests_total", Help: "Requests whose first token was seen, by whether the observed TTFT met the request's SLO (met=\"true\" or \"false\").",
+	}, []string{"pool", "met"})
 	for _, p := range phaseNames {
 		m.streamErrors.WithLabelValues(p)
 	}
+	for _, k := range []string{"bad_request", "model_not_found", "no_endpoint", "queue_timeout", "late", "tokenize", "internal", "protocol_violation"} {
+		m.errors.WithLabelValues(k)
+	}
 	if reg != nil {
 		reg.MustRegister(m.ttftEstimated, m.ttftObserved, m.queued, m.queuedTok, m.running, m.migrations,
-			m.shed, m.stateErrors, m.stateLag, m.streamErrors)
+			m.shed, m.stateErrors, m.stateLag, m.streamErrors, m.sloMet)
 	}
 }
 
@@ -62,6 +68,16 @@ func (m *metrics) initPool(name string) {
 	m.migrations.WithLabelValues(name)
 	m.stateErrors.WithLabelValues(name)
 	m.stateLag.WithLabelValues(name)
+	m.queueWait.WithLabelValues(name)
+	m.queueDepth.WithLabelValues(name)
+	m.firstByte.WithLabelValues(name)
+	m.promptTok.WithLabelValues(name)
+	m.cachedTok.WithLabelValues(name)
+	m.sloMet.WithLabelValues(name, "true")
+	m.sloMet.WithLabelValues(name, "false")
+	for _, s := range []struct{ status, reason string }{{"503", "no_endpoint"}, {"429", "queue_timeout"}, {"503", "late"}} {
+		m.shed.WithLabelValues(name, s.status, s.reason)
+	}
 }
 
 // observeShed counts a request the scheduler shed (err from EnqueueAndWait;
@@ -79,9 +95,16 @@ func (st *stream) observeDecision() {
 	st.s.m.ttftEstimated.WithLabelValues(st.pool.name, st.dec.Instance).Observe(st.dec.EstimatedTTFT.Seconds())
 }
 
-// observeFirstToken records the observed TTFT of the stream's request.
+// observeFirstToken records the observed TTFT of the stream's request,
+// and whether it met its SLO.
 func (st *stream) observeFirstToken() {
-	st.s.m.ttftObserved.WithLabelValues(st.pool.name, st.dec.Instance).Observe(time.Since(st.dispatched).Seconds())
+	d := time.Since(st.dispatched)
+	st.s.m.ttftObserved.WithLabelValues(st.pool.name, st.dec.Instance).Observe(d.Seconds())
+	slo := st.req.SLO
+	if slo == 0 {
+		slo = st.s.cfg.SLO.Default
+	}
+	st.s.m.sloMet.WithLabelValues(st.pool.name, strconv.FormatBool(d+st.dec.Waited <= slo)).Inc()
 }
 
 // poolCounters are the last cumulative figures a pool's counters were
