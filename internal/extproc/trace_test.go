@@ -88,12 +88,12 @@ func TestTraceRouteSpan(t *testing.T) {
 		"dualmap.reason": "tie_load", "dualmap.choice": "tie",
 	}
 	for k, v := range checks {
-		if got := a[k].Emit(); got != v {
+		if got := a[k].String(); got != v {
 			t.Errorf("%s = %q, want %q", k, got, v)
 		}
 	}
 	if a["gen_ai.usage.input_tokens"].AsInt64() < 100 || a["http.response.status_code"].AsInt64() != 200 {
-		t.Errorf("input tokens %v, status %v", a["gen_ai.usage.input_tokens"].Emit(), a["http.response.status_code"].Emit())
+		t.Errorf("input tokens %v, status %v", a["gen_ai.usage.input_tokens"].String(), a["http.response.status_code"].String())
 	}
 	cands := a["dualmap.candidates"].AsStringSlice()
 	if len(cands) != 4 || len(a["dualmap.candidates.cached_tokens"].AsInt64Slice()) != 4 ||
@@ -112,7 +112,7 @@ func TestTraceRouteSpan(t *testing.T) {
 		t.Errorf("want one %s span, child of the route span; got %d", spanTokenize, len(tok))
 	}
 	for _, kv := range sp.Attributes() {
-		if strings.Contains(kv.Value.Emit(), "shared prefix") {
+		if strings.Contains(kv.Value.String(), "shared prefix") {
 			t.Errorf("attribute %s carries prompt text", kv.Key)
 		}
 	}
@@ -121,10 +121,10 @@ func TestTraceRouteSpan(t *testing.T) {
 	rec.Reset()
 	_, resp = tracedRequest(t, ts, prompt)
 	a = spanAttrs(spansNamed(rec, spanRoute)[0])
-	if a["dualmap.reason"].Emit() != "cache" || a["dualmap.instance"].Emit() != inst || resp["x-dualmap-instance"] != inst {
-		t.Errorf("repeat: reason %q instance %q, want cache on %s", a["dualmap.reason"].Emit(), a["dualmap.instance"].Emit(), inst)
+	if a["dualmap.reason"].String() != "cache" || a["dualmap.instance"].String() != inst || resp["x-dualmap-instance"] != inst {
+		t.Errorf("repeat: reason %q instance %q, want cache on %s", a["dualmap.reason"].String(), a["dualmap.instance"].String(), inst)
 	}
-	if got := a["dualmap.predicted_cached_tokens"].AsInt64(); got < 100 || resp["x-dualmap-cached-tokens"] != a["dualmap.predicted_cached_tokens"].Emit() {
+	if got := a["dualmap.predicted_cached_tokens"].AsInt64(); got < 100 || resp["x-dualmap-cached-tokens"] != a["dualmap.predicted_cached_tokens"].String() {
 		t.Errorf("predicted cached tokens %d, debug header %q", got, resp["x-dualmap-cached-tokens"])
 	}
 }
@@ -142,8 +142,8 @@ func TestTraceRouterError(t *testing.T) {
 		t.Fatalf("%d route spans, want 1", len(routes))
 	}
 	a := spanAttrs(routes[0])
-	if a["error.type"].Emit() != "model_not_found" || a["http.response.status_code"].AsInt64() != 404 {
-		t.Errorf("error.type %q status %v", a["error.type"].Emit(), a["http.response.status_code"].Emit())
+	if a["error.type"].String() != "model_not_found" || a["http.response.status_code"].AsInt64() != 404 {
+		t.Errorf("error.type %q status %v", a["error.type"].String(), a["http.response.status_code"].String())
 	}
 }
 
@@ -157,4 +157,3 @@ func TestTraceOffInjectsNothing(t *testing.T) {
 		t.Error("tracer set without Options.Tracer")
 	}
 }
-
