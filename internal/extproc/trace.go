@@ -28,7 +28,7 @@ import (
 // Span names.
 const (
 	spanRoute    = "dualmap.route"
-	spanTokenize = "dualmap.tokenize"
+	eventTokenized = "dualmap.tokenized"
 	spanQueue    = "dualmap.queue_wait"
 )
 
@@ -38,7 +38,13 @@ type reqTrace struct {
 	span    trace.Span
 	explain scheduler.Explain
 	model   string // from the body, for gen_ai.request.model
+	// attrs are the route span's attributes, set at its end in one call
+	// (one slice, no growth or de-duplication rounds on the way).
+	attrs []attribute.KeyValue
 }
+
+// set records attributes of the route span (a later value of a key wins).
+func (t *reqTrace) set(kv ...attribute.KeyValue) { t.attrs = append(t.attrs, kv...) }
 
 // traceHeaders are the request headers the propagator reads.
 var traceHeaders = [...]string{"traceparent", "tracestate", "baggage"}
@@ -74,7 +80,7 @@ func (st *stream) traceStart(h *extprocv3.HttpHeaders) {
 	path, _, _ := strings.Cut(st.path, "?") // never the query
 	ctx, span := st.s.tracer.Start(parent, spanRoute, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("http.request.method", st.method), attribute.String("url.path", path)))
-	st.tr = &reqTrace{ctx: ctx, span: span}
+	st.tr = &reqTrace{ctx: ctx, span: span, attrs: make([]attribute.KeyValue, 0, 40)}
 }
 
 // traceTokenized records the parse and tokenize step that started at start
@@ -84,12 +90,13 @@ func (st *stream) traceTokenized(start time.Time, r *scheduler.Request, err erro
 		return
 	}
 	end := time.Now()
-	_, sp := st.s.tracer.Start(st.tr.ctx, spanTokenize, trace.WithTimestamp(start))
+	ev := []trace.EventOption{trace.WithTimestamp(end)}
 	if err != nil {
-		sp.SetStatus(codes.Error, "parse or tokenize failed")
+		ev = append(ev, trace.WithAttributes(attribute.Bool("error", true)))
 	}
-	sp.End(trace.WithTimestamp(end))
-	attrs := []attribute.KeyValue{attribute.Float64("dualmap.tokenize_s", end.Sub(start).Seconds())}
+	st.tr.span.AddEvent(eventTokenized, ev...)
+	attrs := st.tr.attrs
+	attrs = append(attrs, attribute.Float64("dualmap.tokenize_s", end.Sub(start).Seconds()))
 	switch st.kind {
 	case openai.KindChat:
 		attrs = append(attrs, attribute.String("gen_ai.operation.name", "chat"))
@@ -112,7 +119,7 @@ func (st *stream) traceTokenized(start time.Time, r *scheduler.Request, err erro
 			attribute.String("dualmap.pool", p.name), attribute.String("dualmap.policy", p.policy),
 			attribute.Float64("dualmap.slo_s", slo.Seconds()), attribute.Bool("dualmap.session", r.Session != 0))
 	}
-	st.tr.span.SetAttributes(attrs...)
+	st.tr.attrs = attrs
 }
 
 // traceModel notes the request's model (from its body).
@@ -154,7 +161,7 @@ func (st *stream) traceDecided(start time.Time, r *scheduler.Request, dec schedu
 	if err != nil {
 		e := classify(err, time.Second)
 		sp.AddEvent("dualmap.shed", trace.WithAttributes(attribute.String("dualmap.shed.kind", e.kind), attribute.Int("http.response.status_code", e.status)))
-		sp.SetAttributes(attribute.String("dualmap.reason", "shed"), attribute.Float64("dualmap.queue_wait_s", time.Since(start).Seconds()))
+		st.tr.set(attribute.String("dualmap.reason", "shed"), attribute.Float64("dualmap.queue_wait_s", time.Since(start).Seconds()))
 		return
 	}
 	if dec.Waited > 0 {
@@ -164,16 +171,22 @@ func (st *stream) traceDecided(start time.Time, r *scheduler.Request, dec schedu
 	if dec.Reason == scheduler.ReasonMigrated {
 		sp.AddEvent("dualmap.migrated", trace.WithAttributes(attribute.String("dualmap.instance", dec.Instance)))
 	}
+	// The candidates' figures as comma-separated lists in ring order: one
+	// buffer, no reflection (slice attributes cost several allocations each).
 	e := &st.tr.explain
-	var ids [4]string
-	var cached, pending [4]int
-	var ttft [4]float64
-	n := min(e.N, len(ids))
-	for i := range n {
+	var buf [512]byte
+	ids, cached, pending, ttft := buf[:0], make([]byte, 0, 64), make([]byte, 0, 64), make([]byte, 0, 64)
+	for i := range min(e.N, len(e.Candidates)) {
+		if i > 0 {
+			ids, cached, pending, ttft = append(ids, ','), append(cached, ','), append(pending, ','), append(ttft, ',')
+		}
 		c := &e.Candidates[i]
-		ids[i], cached[i], pending[i], ttft[i] = c.ID, c.CachedTokens, c.PendingTokens, c.EstimatedTTFT.Seconds()
+		ids = append(ids, c.ID...)
+		cached = strconv.AppendInt(cached, int64(c.CachedTokens), 10)
+		pending = strconv.AppendInt(pending, int64(c.PendingTokens), 10)
+		ttft = strconv.AppendFloat(ttft, c.EstimatedTTFT.Seconds(), 'f', 4, 64)
 	}
-	sp.SetAttributes(
+	st.tr.set(
 		attribute.String("dualmap.instance", dec.Instance),
 		attribute.String("dualmap.fallback", dec.Fallback),
 		attribute.String("dualmap.reason", outcome(dec)),
@@ -182,10 +195,10 @@ func (st *stream) traceDecided(start time.Time, r *scheduler.Request, dec schedu
 		attribute.Int("dualmap.predicted_cached_tokens", dec.CachedTokens),
 		attribute.Float64("dualmap.estimated_ttft_s", dec.EstimatedTTFT.Seconds()),
 		attribute.Float64("dualmap.queue_wait_s", dec.Waited.Seconds()),
-		attribute.StringSlice("dualmap.candidates", ids[:n]),
-		attribute.IntSlice("dualmap.candidates.cached_tokens", cached[:n]),
-		attribute.IntSlice("dualmap.candidates.pending_tokens", pending[:n]),
-		attribute.Float64Slice("dualmap.candidates.estimated_ttft_s", ttft[:n]),
+		attribute.String("dualmap.candidates", string(ids)),
+		attribute.String("dualmap.candidates.cached_tokens", string(cached)),
+		attribute.String("dualmap.candidates.pending_tokens", string(pending)),
+		attribute.String("dualmap.candidates.estimated_ttft_s", string(ttft)),
 	)
 }
 
@@ -204,9 +217,9 @@ func (st *stream) traceResponse(code int, served string) {
 	if st.tr == nil {
 		return
 	}
-	st.tr.span.SetAttributes(attribute.Int("http.response.status_code", code), attribute.String("dualmap.served_instance", served))
+	st.tr.set(attribute.Int("http.response.status_code", code), attribute.String("dualmap.served_instance", served))
 	if served != st.dec.Instance && st.dec.Instance != "" {
-		st.tr.span.SetAttributes(attribute.String("dualmap.reason", "fallback"))
+		st.tr.set(attribute.String("dualmap.reason", "fallback"))
 	}
 	if code >= 500 {
 		st.tr.span.SetStatus(codes.Error, "upstream status "+strconv.Itoa(code))
@@ -220,7 +233,7 @@ func (st *stream) traceFirstToken() {
 	}
 	d := time.Since(st.dispatched)
 	st.tr.span.AddEvent("dualmap.first_token")
-	st.tr.span.SetAttributes(attribute.Float64("dualmap.first_token_s", d.Seconds()))
+	st.tr.set(attribute.Float64("dualmap.first_token_s", d.Seconds()))
 }
 
 // traceFailed records the router's own error answer.
@@ -228,7 +241,7 @@ func (st *stream) traceFailed(e httpError) {
 	if st.tr == nil {
 		return
 	}
-	st.tr.span.SetAttributes(attribute.Int("http.response.status_code", e.status), attribute.String("error.type", e.kind))
+	st.tr.set(attribute.Int("http.response.status_code", e.status), attribute.String("error.type", e.kind))
 	st.tr.span.SetStatus(codes.Error, e.kind)
 }
 
@@ -237,6 +250,7 @@ func (st *stream) traceEnd() {
 	if st.tr == nil {
 		return
 	}
+	st.tr.span.SetAttributes(st.tr.attrs...)
 	st.tr.span.End()
 	st.tr = nil
 }

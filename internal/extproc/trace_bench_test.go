@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,6 +56,10 @@ func benchStream(b *testing.B, opt Options) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
+	runtime.LockOSThread() // threadCPU measures this goroutine alone
+	defer runtime.UnlockOSThread()
+	cpu0, thr0 := processCPU(), threadCPU()
+	defer reportCPU(b, cpu0, thr0)
 	for i := 0; i < b.N; i++ {
 		st := newStream(srv, ctx)
 		if _, err := st.handle(headers); err != nil {
@@ -115,6 +121,10 @@ func benchHooks(b *testing.B, opt Options) {
 	e.N = 4
 	b.ReportAllocs()
 	b.ResetTimer()
+	runtime.LockOSThread() // threadCPU measures this goroutine alone
+	defer runtime.UnlockOSThread()
+	cpu0, thr0 := processCPU(), threadCPU()
+	defer reportCPU(b, cpu0, thr0)
 	for i := 0; i < b.N; i++ {
 		st := newStream(srv, context.Background())
 		st.method, st.path, st.kind, st.pool = "POST", "/v1/chat/completions", openai.KindChat, st0.pool
@@ -132,4 +142,27 @@ func benchHooks(b *testing.B, opt Options) {
 		st.traceFirstToken()
 		st.traceEnd()
 	}
+}
+
+// processCPU is the CPU time (user and system) the process has used: on a
+// shared machine, wall time per operation mostly measures waiting for a
+// core, while CPU time per operation is the cost, the exporter's
+// goroutines included.
+func processCPU() time.Duration { return rusage(syscall.RUSAGE_SELF) }
+
+// threadCPU is the CPU time of the calling thread (the benchmark's loop,
+// locked to it): the request path's own cost, without the exporter's.
+func threadCPU() time.Duration { return rusage(1) } // RUSAGE_THREAD (Linux)
+
+func rusage(who int) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(who, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func reportCPU(b *testing.B, cpu0, thr0 time.Duration) {
+	b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N)/1e3, "cpu-µs/op")
+	b.ReportMetric(float64((threadCPU()-thr0).Nanoseconds())/float64(b.N)/1e3, "path-cpu-µs/op")
 }

@@ -95,10 +95,14 @@ func TestTraceRouteSpan(t *testing.T) {
 	if a["gen_ai.usage.input_tokens"].AsInt64() < 100 || a["http.response.status_code"].AsInt64() != 200 {
 		t.Errorf("input tokens %v, status %v", a["gen_ai.usage.input_tokens"].String(), a["http.response.status_code"].String())
 	}
-	cands := a["dualmap.candidates"].AsStringSlice()
-	if len(cands) != 4 || len(a["dualmap.candidates.cached_tokens"].AsInt64Slice()) != 4 ||
-		len(a["dualmap.candidates.estimated_ttft_s"].AsFloat64Slice()) != 4 || len(a["dualmap.candidates.pending_tokens"].AsInt64Slice()) != 4 {
-		t.Errorf("candidates %v and their figures: want 4 of each", cands)
+	cands := strings.Split(a["dualmap.candidates"].AsString(), ",")
+	for _, k := range []attribute.Key{"dualmap.candidates.cached_tokens", "dualmap.candidates.pending_tokens", "dualmap.candidates.estimated_ttft_s"} {
+		if n := len(strings.Split(a[k].AsString(), ",")); n != 4 {
+			t.Errorf("%s = %q: %d figures, want one per candidate (4)", k, a[k].AsString(), n)
+		}
+	}
+	if len(cands) != 4 {
+		t.Errorf("candidates %v: want 4", cands)
 	}
 	found := false
 	for _, c := range cands {
@@ -107,9 +111,14 @@ func TestTraceRouteSpan(t *testing.T) {
 	if !found {
 		t.Errorf("chosen %s is not among the candidates %v", inst, cands)
 	}
-	tok := spansNamed(rec, spanTokenize)
-	if len(tok) != 1 || tok[0].Parent().SpanID() != sp.SpanContext().SpanID() {
-		t.Errorf("want one %s span, child of the route span; got %d", spanTokenize, len(tok))
+	tokenized := 0
+	for _, ev := range sp.Events() {
+		if ev.Name == eventTokenized {
+			tokenized++
+		}
+	}
+	if tokenized != 1 || a["dualmap.tokenize_s"].AsFloat64() <= 0 {
+		t.Errorf("%d %s events, dualmap.tokenize_s %v; want one and a positive time", tokenized, eventTokenized, a["dualmap.tokenize_s"].String())
 	}
 	for _, kv := range sp.Attributes() {
 		if strings.Contains(kv.Value.String(), "shared prefix") {
