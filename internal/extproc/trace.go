@@ -27,9 +27,9 @@ import (
 
 // Span names.
 const (
-	spanRoute    = "dualmap.route"
+	spanRoute      = "dualmap.route"
 	eventTokenized = "dualmap.tokenized"
-	spanQueue    = "dualmap.queue_wait"
+	spanQueue      = "dualmap.queue_wait"
 )
 
 // reqTrace is one request's tracing state.
