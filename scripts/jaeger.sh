@@ -17,7 +17,7 @@ if [ ! -x "$BIN" ]; then
 	start=$(date +%s)
 	# Build from the tools module (pinned in tools/jaeger/go.mod and go.sum)
 	# so the main module does not carry Jaeger's dependencies.
-	(cd "$ROOT/tools/jaeger" && CGO_ENABLED=0 GOFLAGS=-mod=mod "$GO" build -trimpath -o "$BIN.tmp" github.com/jaegertracing/jaeger/cmd/jaeger) >&2
+	(cd "$ROOT/tools/jaeger" && CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" "$GO" build -trimpath -o "$BIN.tmp" github.com/jaegertracing/jaeger/cmd/jaeger) >&2
 	mv "$BIN.tmp" "$BIN"
 	echo "jaeger.sh: built in $(( $(date +%s) - start ))s" >&2
 fi
