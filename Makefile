@@ -4,7 +4,7 @@ BIN     := bin/dualmap
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build build-tokenizers test unit bench bench-e2e soak lint run demo e2e clean
+.PHONY: all build build-tokenizers test unit bench bench-e2e soak lint run demo e2e clean jaeger
 
 all: build
 
@@ -47,6 +47,12 @@ lint:
 	"$$sc" -tags e2e ./e2e/ && \
 	"$$sc" -tags tokenizers ./internal/tokenize/ ./internal/extproc/
 
+# jaeger: a local Jaeger v2 (built once by scripts/jaeger.sh, cached outside
+# the repository) on 127.0.0.1: OTLP 4317/4318, UI 16686. `make run` in
+# another terminal exports its traces to it.
+jaeger:
+	bash scripts/jaeger-run.sh
+
 # run: Envoy on localhost:8080 -> dualmap -> 4 simulated engines (Ctrl-C stops).
 run:
 	bash scripts/run.sh
@@ -64,9 +70,10 @@ bench-e2e:
 soak:
 	DUALMAP_SOAK=1 DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -v -timeout 30m -run TestSoakReport ./e2e/
 
-# e2e: real Envoy, routers and engines on loopback (installs Envoy if missing).
+# e2e: real Envoy, routers, engines and Jaeger on loopback (installs Envoy and
+# builds Jaeger if missing).
 e2e:
-	DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -v ./e2e/
+	DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" DUALMAP_JAEGER="$$(bash scripts/jaeger.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -v ./e2e/
 
 clean:
 	rm -rf bin

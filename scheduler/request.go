@@ -48,6 +48,9 @@ type Request struct {
 	// ErrQueueTimeout at once instead of waiting in a router queue.
 	// Default 0.
 	Priority int
+	// Explain, when not nil, is filled with the candidates the decision
+	// looked at (for tracing; see Explain). The caller owns it.
+	Explain *Explain
 
 	dec        Decision // where it went; changes when dispatched, migrated or re-routed
 	state      reqState

@@ -344,6 +344,9 @@ func (s *Scheduler) prepare(p *picker, r *Request, now time.Duration, reason Rea
 		reason = ch.reason
 	}
 	r.dec.Reason = reason
+	if r.Explain != nil {
+		p.explain(r.Explain, r, cands[:n], ch.inst)
+	}
 	return in, nil
 }
 

@@ -41,6 +41,16 @@ wait_http() { # url seconds what
 	exit 1
 }
 
+# Tracing: export to a local Jaeger (make jaeger) when one is up, unless
+# OTEL_EXPORTER_OTLP_ENDPOINT already names a collector.
+TRACING="off (start \`make jaeger\` first to see every decision in Jaeger)"
+if [ -n "${OTEL_EXPORTER_OTLP_ENDPOINT:-}" ]; then
+	TRACING="to $OTEL_EXPORTER_OTLP_ENDPOINT"
+elif curl -fsS -o /dev/null http://127.0.0.1:16686/ 2>/dev/null && (exec 3<>/dev/tcp/127.0.0.1/4318) 2>/dev/null; then
+	export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf
+	TRACING="to the local Jaeger: http://127.0.0.1:16686 (service dualmap, span dualmap.route)"
+fi
+
 for port in 8001 8002 8003 8004; do
 	bin/dualmap engine --listen 127.0.0.1:$port --name 127.0.0.1:$port --time-scale "$TIME_SCALE" >"$LOGS/engine-$port.log" 2>&1 &
 	pids+=($!)
@@ -66,6 +76,7 @@ dualmap is routing on http://localhost:8080 (Envoy -> dualmap ext_proc -> 4 simu
   router metrics:  http://localhost:9090/metrics   (instances: http://localhost:9090/debug/instances)
   Envoy admin:     http://localhost:9901
   engine metrics:  http://localhost:8001/metrics ... :8004
+  traces:          $TRACING
   logs:            $LOGS
 
 Ctrl-C stops everything.

@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/dualmap/dualmap/cmd/dualmap/internal/cli"
+	"github.com/dualmap/dualmap/internal/config"
 	"github.com/dualmap/dualmap/internal/sim/engine"
 	"github.com/dualmap/dualmap/internal/sim/httpengine"
+	"github.com/dualmap/dualmap/internal/telemetry"
 )
 
 const engineUsage = `usage: dualmap engine --listen ADDR [flags]
@@ -104,6 +106,17 @@ func serveEngine(ctx context.Context, cfg engineConfig, ready func(addr string))
 	if cfg.opt.Name == "" {
 		cfg.opt.Name = addr
 	}
+	tel, err := telemetry.Setup(ctx, "dualmap-engine", config.Tracing{}, os.Getenv)
+	if err != nil {
+		l.Close()
+		return fmt.Errorf("engine: %w", err)
+	}
+	defer func() {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		tel.Shutdown(c)
+	}()
+	cfg.opt.Tracer = tel.Tracer()
 	srv, err := httpengine.New(cfg.opt)
 	if err != nil {
 		l.Close()

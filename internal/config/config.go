@@ -31,6 +31,7 @@ type Config struct {
 	Health     Health         `yaml:"health"`
 	State      State          `yaml:"state"`
 	Log        Log            `yaml:"log"`
+	Tracing    Tracing        `yaml:"tracing"`
 }
 
 // Listen are the addresses the router serves on. Both default to loopback:

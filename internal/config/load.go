@@ -88,6 +88,9 @@ func (c Config) Validate() error {
 	if err := c.validSecrets(); err != nil {
 		return err
 	}
+	if err := c.Tracing.validate(); err != nil {
+		return err
+	}
 	if len(c.Pools) == 0 {
 		return invalid("pools", "at least one pool is required")
 	}

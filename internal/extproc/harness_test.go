@@ -52,8 +52,15 @@ limits:
 // start serves cfg; run starts the background work (ticks, health checks).
 func start(t testing.TB, cfg config.Config, run bool) *testServer {
 	t.Helper()
+	return startWith(t, cfg, run, Options{})
+}
+
+// startWith is start with opt (its Registry and TickInterval are the test's).
+func startWith(t testing.TB, cfg config.Config, run bool, opt Options) *testServer {
+	t.Helper()
 	reg := prometheus.NewRegistry()
-	srv, err := New(cfg, Options{Registry: reg, TickInterval: 10 * time.Millisecond})
+	opt.Registry, opt.TickInterval = reg, 10*time.Millisecond
+	srv, err := New(cfg, opt)
 	if err != nil {
 		t.Fatal(err)
 	}

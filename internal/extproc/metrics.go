@@ -26,6 +26,19 @@ type metrics struct {
 	// stateRejected mirrors the store's cumulative counters of what Redis
 	// returned and was not used as it was.
 	stateRejected *prometheus.GaugeVec // pool, reason
+
+	// Added with tracing (issue 16); see metrics_more.go.
+	ttftEstimated *prometheus.HistogramVec // pool, instance
+	ttftObserved  *prometheus.HistogramVec // pool, instance
+	queued        *prometheus.GaugeVec     // pool, instance
+	queuedTok     *prometheus.GaugeVec     // pool, instance
+	running       *prometheus.GaugeVec     // pool, instance
+	migrations    *prometheus.CounterVec   // pool
+	shed          *prometheus.CounterVec   // pool, status, reason
+	stateErrors   *prometheus.CounterVec   // pool
+	stateLag      *prometheus.GaugeVec     // pool
+	streamErrors  *prometheus.CounterVec   // phase
+	sloMet        *prometheus.CounterVec   // pool, met
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -94,5 +107,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			m.promptTok, m.cachedTok, m.tokenize, m.decide, m.firstByte, m.upstreamErr, m.hostIgnored, m.stateUp, m.stateDelay, m.rejections)
 		reg.MustRegister(m.stateRejected)
 	}
+	m.addMore(reg)
 	return m
 }

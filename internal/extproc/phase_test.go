@@ -222,6 +222,19 @@ func TestPhaseViolations(t *testing.T) {
 			}
 			delete(before, violationSeries)
 			delete(after, violationSeries)
+			// ... and once in dualmap_stream_errors_total, under the phase
+			// that refused it.
+			var grew float64
+			for k := range after {
+				if strings.HasPrefix(k, "dualmap_stream_errors_total") {
+					grew += after[k] - before[k]
+					delete(before, k)
+					delete(after, k)
+				}
+			}
+			if grew != 1 {
+				t.Errorf("dualmap_stream_errors_total grew by %g, want 1", grew)
+			}
 			// The stream ended: it no longer counts.
 			if after[streamsSeries] != 0 {
 				t.Errorf("%s = %g after the stream ended, want 0", streamsSeries, after[streamsSeries])

@@ -35,6 +35,7 @@ type upkeep interface {
 	Apply(moves []scheduler.Move) int
 	Rebalances() bool
 	QueueLen() int
+	Stats() scheduler.Stats
 }
 
 // pool is one set of model servers with its scheduler and tokenizer.
@@ -49,6 +50,7 @@ type pool struct {
 	store    state.Store        // shared with the other replicas (memory: nothing shared)
 	coord    *coord.Coordinator // runs over store: exchange rounds, leased rebalancing
 	shared   bool               // store is Redis: rebalancing takes leases
+	counted  poolCounters       // for the background loop's counters (metrics_more.go)
 
 	xds *xds.Client // the pool's xDS subscription, or nil
 

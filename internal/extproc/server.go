@@ -13,6 +13,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -35,6 +36,9 @@ type Options struct {
 	Getenv func(string) string
 	// Replica names this replica in shared state (default: host-pid-random).
 	Replica string
+	// Tracer records a dualmap.route span per request (default nil:
+	// tracing off; see trace.go and internal/telemetry).
+	Tracer trace.Tracer
 }
 
 // Server is the ext_proc service. Create it with New, register it on a
@@ -53,6 +57,7 @@ type Server struct {
 	def     *pool // the "*" pool, or nil
 	seq     atomic.Uint64
 	bounds  *bounds
+	tracer  trace.Tracer // nil: tracing off
 
 	rm       *routeMetrics // route settings (routesettings.go)
 	routeLog routeLog
@@ -62,7 +67,7 @@ type Server struct {
 
 // New builds the pools of cfg (tokenizers, schedulers).
 func New(cfg config.Config, opt Options) (*Server, error) {
-	s := &Server{cfg: cfg, log: opt.Logger, now: opt.Now, tick: opt.TickInterval, client: opt.HTTPClient, byModel: map[string]*pool{}}
+	s := &Server{cfg: cfg, log: opt.Logger, now: opt.Now, tick: opt.TickInterval, client: opt.HTTPClient, byModel: map[string]*pool{}, tracer: opt.Tracer}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -96,6 +101,7 @@ func New(cfg config.Config, opt Options) (*Server, error) {
 			return nil, fmt.Errorf("extproc: %w", err)
 		}
 		s.pools = append(s.pools, p)
+		s.m.initPool(p.name)
 		if p.xds, err = newXDSClient(pc, s, fmt.Sprintf("pools[%d]", i)); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("extproc: pool %s: %w", pc.Name, err)
@@ -242,6 +248,9 @@ func (s *Server) updateGauges() {
 		}
 		s.m.stateUp.WithLabelValues(p.name).Set(up)
 		s.m.stateDelay.WithLabelValues(p.name).Set(st.PropagationP99.Seconds())
+		s.m.stateLag.WithLabelValues(p.name).Set(st.PropagationLast.Seconds())
+		advance(s.m.stateErrors.WithLabelValues(p.name), &p.counted.stateErrors, st.Errors)
+		advance(s.m.migrations.WithLabelValues(p.name), &p.counted.migrations, p.sched.Stats().Migrations)
 		for reason, n := range map[string]uint64{
 			"reply": st.RefusedReplies, "malformed": st.Malformed, "oversized": st.Oversized,
 			"clamped": st.Clamped, "ignored": st.Ignored, "bad_clock": st.BadClock, "panic": st.Panics,
@@ -251,6 +260,9 @@ func (s *Server) updateGauges() {
 		s.m.queueDepth.WithLabelValues(p.name).Set(float64(p.sched.QueueLen()))
 		for _, st := range p.sched.Instances() {
 			s.m.pending.WithLabelValues(p.name, st.ID).Set(float64(st.QueuedTokens + st.PendingTokens))
+			s.m.queued.WithLabelValues(p.name, st.ID).Set(float64(st.Queued))
+			s.m.queuedTok.WithLabelValues(p.name, st.ID).Set(float64(st.QueuedTokens))
+			s.m.running.WithLabelValues(p.name, st.ID).Set(float64(st.Running))
 			h := 0.0
 			if st.Healthy && !st.Draining {
 				h = 1

@@ -88,6 +88,7 @@ type stream struct {
 	dec        scheduler.Decision // where it went
 	dispatched time.Time          // when it went
 	owes       owed
+	tr         *reqTrace // nil when tracing is off (trace.go)
 }
 
 func newStream(s *Server, ctx context.Context) *stream {
@@ -127,6 +128,7 @@ func (st *stream) handle(req *extprocv3.ProcessingRequest) (*extprocv3.Processin
 // refuse ends the stream's processing: m is not accepted in this phase.
 func (st *stream) refuse(m message) error {
 	err := &protocolError{msg: m, phase: st.phase}
+	st.s.m.streamErrors.WithLabelValues(st.phase.String()).Inc()
 	st.phase = phaseFailed
 	return err
 }
@@ -179,6 +181,7 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata
 		}
 	}
 	st.kind = openai.Classify(st.method, st.path)
+	st.traceStart(h)
 	if h.GetEndOfStream() {
 		return st.routeAny(), nil
 	}
@@ -320,13 +323,16 @@ func (st *stream) route() *extprocv3.ProcessingResponse {
 		st.dropBody() // what routing needs of it is in r
 	}
 	st.s.m.tokenize.Observe(time.Since(start).Seconds())
+	st.traceTokenized(start, r, err)
 	if err != nil {
 		return st.fail(err)
 	}
 	p := st.pool
 	start = time.Now()
 	dec, err := p.flow.EnqueueAndWait(st.ctx, r)
+	st.traceDecided(start, r, dec, err)
 	if err != nil {
+		st.s.m.observeShed(p.name, err)
 		// The scheduler holds nothing of a request it shed or that was
 		// cancelled while waiting.
 		if st.ctx.Err() != nil {
@@ -344,6 +350,7 @@ func (st *stream) route() *extprocv3.ProcessingResponse {
 	st.s.m.decisions.WithLabelValues(p.name, p.policy, dec.Reason.String()).Inc()
 	st.s.m.promptTok.WithLabelValues(p.name).Add(float64(r.Tokens))
 	st.s.m.cachedTok.WithLabelValues(p.name).Add(float64(dec.CachedTokens))
+	st.observeDecision()
 	return st.forward(dec)
 }
 
@@ -381,6 +388,7 @@ func (st *stream) prepare() (*scheduler.Request, error) {
 	}
 	st.pool = p
 	st.streaming = body.Stream
+	st.traceModel(body.Model)
 	slo, err := st.requestControls()
 	if err != nil {
 		return nil, err
@@ -415,7 +423,9 @@ func (st *stream) destination(dec scheduler.Decision) string {
 
 // pin is the header mutation that steers Envoy to the decision.
 func (st *stream) pin(dec scheduler.Decision) *extprocv3.HeaderMutation {
-	return &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{header(st.s.cfg.Routing.Header, st.destination(dec))}}
+	m := &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{header(st.s.cfg.Routing.Header, st.destination(dec))}}
+	st.traceInject(m)
+	return m
 }
 
 // metadata is the envoy.lb dynamic metadata of the pin: the same value as
@@ -478,6 +488,7 @@ func (st *stream) responseStarted(code int, served string) {
 	p := st.pool
 	st.s.m.firstByte.WithLabelValues(p.name).Observe(time.Since(st.dispatched).Seconds())
 	served = st.servedBy(served)
+	st.traceResponse(code, served)
 	if served != st.dec.Instance {
 		// Envoy retried on the fallback: the primary was unreachable. The
 		// prompt's KV is where it was served.
@@ -568,6 +579,8 @@ func (st *stream) settle(done bool) {
 		st.owes = owesNothing
 	} else {
 		st.pool.flow.FirstToken(st.req)
+		st.observeFirstToken()
+		st.traceFirstToken()
 	}
 }
 
@@ -580,6 +593,7 @@ func (st *stream) finish() {
 	if st.owes != owesNothing {
 		st.settle(true)
 	}
+	st.traceEnd()
 }
 
 // dropBody lets go of the request body and gives its bytes back to the
@@ -597,6 +611,7 @@ func (st *stream) fail(err error) *extprocv3.ProcessingResponse {
 	st.dropBody()
 	e := classify(err, time.Second)
 	st.s.m.errors.WithLabelValues(e.kind).Inc()
+	st.traceFailed(e)
 	st.s.log.Debug("request rejected", "kind", e.kind, "status", e.status, "path", st.path, "error", err)
 	return immediate(e)
 }

@@ -49,7 +49,10 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var prompt tokenize.Prompt
-	if err := s.tokenize(req, &prompt); err != nil {
+	err = s.tokenize(req, &prompt)
+	sp := s.startSpan(r, req, prompt.Tokens)
+	defer sp.end()
+	if err != nil {
 		writeError(w, http.StatusInternalServerError, "server_error", err.Error())
 		return
 	}

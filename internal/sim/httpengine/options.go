@@ -6,6 +6,8 @@ import (
 	"math"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/dualmap/dualmap/internal/sim/engine"
 	"github.com/dualmap/dualmap/internal/tokenize"
 )
@@ -55,6 +57,10 @@ type Options struct {
 	// Name names this instance (e.g. its address) in the x-engine-name
 	// response header and the engine_name metrics label.
 	Name string
+
+	// Tracer, when not nil, records a span per inference request that
+	// continues the W3C trace context of its headers (trace.go).
+	Tracer trace.Tracer
 }
 
 // withDefaults returns o with its zero fields filled in, or an error naming

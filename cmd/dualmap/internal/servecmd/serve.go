@@ -37,6 +37,7 @@ import (
 	"github.com/dualmap/dualmap/internal/extproc"
 	"github.com/dualmap/dualmap/internal/servetls"
 	"github.com/dualmap/dualmap/internal/state"
+	"github.com/dualmap/dualmap/internal/telemetry"
 )
 
 // Run runs `dualmap serve` with args, the arguments after "serve", until
@@ -175,7 +176,15 @@ func serve(ctx context.Context, cfg config.Config, path string, grace time.Durat
 	defer signal.Stop(hup)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	srv, err := extproc.New(cfg, extproc.Options{Logger: log, Registry: reg})
+	tel, err := telemetry.Setup(ctx, "dualmap", cfg.Tracing, os.Getenv)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing(tel, log)
+	if tel.Enabled() {
+		log.Info("tracing on", "otlp_endpoint", tel.Endpoint, "protocol", tel.Protocol)
+	}
+	srv, err := extproc.New(cfg, extproc.Options{Logger: log, Registry: reg, Tracer: tel.Tracer()})
 	if err != nil {
 		return err
 	}
@@ -306,4 +315,13 @@ func serve(ctx context.Context, cfg config.Config, path string, grace time.Durat
 	<-repDone
 	log.Info("stopped")
 	return nil
+}
+
+// shutdownTracing flushes the spans still buffered (a few seconds at most).
+func shutdownTracing(tel *telemetry.Provider, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tel.Shutdown(ctx); err != nil {
+		log.Warn("tracing: flushing spans at exit", "error", err)
+	}
 }
