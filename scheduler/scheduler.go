@@ -177,7 +177,7 @@ func New(cfg Config, instances []Instance) (*Scheduler, error) {
 		byID:   make(map[string]*instance),
 		kd:     newKeyDepth(cfg.KeyDepth, 0, cfg.BlockSize),
 	}
-	s.est = newEstimator(&s.cfg.Cost, s.cfg.Cost.PerToken)
+	s.est = newEstimator(&s.cfg.Cost, s.cfg.Cost.PerToken, 1)
 	if rp, ok := pol.(rebalancing); ok {
 		s.rebalances = rp.rebalance()
 	}
@@ -229,7 +229,7 @@ func (s *Scheduler) Pick(r *Request) (Decision, error) {
 		Reason:        ch.reason,
 		KeyDepth:      d,
 		CachedTokens:  cached,
-		EstimatedTTFT: seconds(in.est.ttft(in.ahead(), r.Tokens-cached)),
+		EstimatedTTFT: seconds(in.ttft(r.Tokens - cached)),
 	}
 	if fb := p.fallback(ch, cands[:n]); fb != nil {
 		dec.Fallback = fb.ID
@@ -340,7 +340,7 @@ func (s *Scheduler) assign(r *Request, in *instance, now time.Duration) {
 	r.uncached = r.Tokens - r.cached
 	r.dec.Instance = in.ID
 	r.dec.CachedTokens = r.cached
-	r.dec.EstimatedTTFT = seconds(in.est.ttft(in.ahead(), r.uncached))
+	r.dec.EstimatedTTFT = seconds(in.ttft(r.uncached))
 	in.addRecentLocked(now, float64(r.uncached))
 	if s.cfg.Queue.Budget == 0 {
 		s.dispatch(in, r, now)
@@ -354,8 +354,15 @@ func (s *Scheduler) assign(r *Request, in *instance, now time.Duration) {
 func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration) {
 	r.cached = in.cachedTokens(r, s.cfg.BlockSize) // may have grown while it waited
 	r.uncached = r.Tokens - r.cached
-	r.work = in.pendingTokens.get() + r.uncached
+	// What r waits for once sent: the engine's prefill work, not the
+	// router queue's (the queue's own wait is not part of the TTFT
+	// measured from dispatch).
+	l := in.load()
+	l.ahead, l.requests = in.pendingTokens.get(), in.prefilling.get()
+	r.work = in.est.sampleOf(l, r.uncached)
 	in.pendingTokens.add(r.uncached)
+	in.prefilling.add(1)
+	in.kvTokens.add(r.Tokens)
 	if avg := in.avgUncached.get(); avg == 0 {
 		in.avgUncached.set(float64(r.uncached))
 	} else {
@@ -387,8 +394,9 @@ func (s *Scheduler) FirstToken(r *Request) {
 	}
 	now := s.now()
 	in.pendingTokens.add(-r.uncached)
+	in.prefilling.add(-1)
 	r.state = statePrefilled
-	in.est.observe(r.work, r.uncached, (now - r.dispatched).Seconds())
+	in.est.observe(r.work, (now - r.dispatched).Seconds())
 	s.drain(in, now)
 }
 
@@ -418,9 +426,12 @@ func (s *Scheduler) finish(r *Request, completed bool) {
 		completed = false
 	case stateDispatched:
 		in.pendingTokens.add(-r.uncached)
+		in.prefilling.add(-1)
 		in.running.add(-1)
+		in.kvTokens.add(-r.Tokens)
 	case statePrefilled:
 		in.running.add(-1)
+		in.kvTokens.add(-r.Tokens)
 	}
 	r.state = stateDone
 	r.waiter = nil
@@ -511,7 +522,7 @@ func (s *Scheduler) SetInstances(list []Instance) error {
 			in = &instance{Instance: Instance{ID: spec.ID}, healthy: true, seq: s.seq}
 			in.est = s.est
 			if s.cfg.Cost.PerInstance {
-				in.est = newEstimator(&s.cfg.Cost, s.est.cost())
+				in.est = newEstimator(&s.cfg.Cost, s.est.cost(), s.est.stepScale())
 			}
 			s.byID[spec.ID] = in
 		}
