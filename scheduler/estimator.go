@@ -13,6 +13,7 @@ import (
 //	W       = A_i + U(r, i) + P x (N_i + 1)
 //	base    = c_i x W + k_i x (W / StepTokens + 1) x (StepBase + DecodePerSeq x R_i) + q x U(r, i)^2
 //	TTFT    = base x (1 + MemoryWeight x max(0, m_i - MemoryKnee) / (1 - MemoryKnee))
+//	          + S_i x max(0, O_i - MaxSeqs + 1) / MaxSeqs
 //
 // where A_i is the prefill work already ahead of r on i (uncached tokens
 // queued in the router for i plus uncached tokens dispatched to i and not yet
@@ -24,7 +25,11 @@ import (
 // fraction of i's KV memory in use, c_i the per-token prefill cost and k_i a
 // learned scale of the step overhead. The first term is the prefill queue,
 // the second the decode slowdown, the factor the memory pressure: a nearly
-// full KV cache stops admitting new requests until running ones finish.
+// full KV cache stops admitting new requests until running ones finish. The
+// last term is the wait for a sequence slot: O_i requests are dispatched to
+// i and not finished, the engine runs at most MaxSeqs at a time, and one
+// frees every S_i / MaxSeqs seconds, S_i being the learned mean time from
+// dispatch to completion (an average of observed requests).
 //
 // c_i and k_i are one pair for the whole pool unless CostConfig.PerInstance:
 // an instance that a high estimate keeps idle would otherwise never be
@@ -72,6 +77,9 @@ type CostConfig struct {
 	// grows (default 0.85), MemoryWeight how much it has grown at full
 	// memory (default 2: three times the estimate; negative: off).
 	MemoryKnee, MemoryWeight float64
+	// MaxSeqs is the sequences an engine runs at once (vLLM's max_num_seqs;
+	// default 256); requests beyond it wait for a slot.
+	MaxSeqs int
 	// KVTokens is an instance's KV memory in tokens (e.g. HBM bytes /
 	// KV bytes per token), for the router's own memory estimate from the
 	// prompts it has in flight there (default 0: only the engine's report,
@@ -100,6 +108,9 @@ func (c CostConfig) withDefaults() CostConfig {
 	}
 	if c.DecodePerSeq == 0 {
 		c.DecodePerSeq = 0.0008
+	}
+	if c.MaxSeqs == 0 {
+		c.MaxSeqs = 256
 	}
 	if c.MemoryKnee == 0 {
 		c.MemoryKnee = 0.85
@@ -130,6 +141,8 @@ func (c CostConfig) validate() error {
 		return fmt.Errorf("cost.memory_knee must be in (0, 1), got %g", c.MemoryKnee)
 	case math.IsNaN(c.MemoryWeight) || math.IsInf(c.MemoryWeight, 0) || c.MemoryWeight > 100:
 		return fmt.Errorf("cost.memory_weight must be a number <= 100, got %g", c.MemoryWeight)
+	case c.MaxSeqs < 1:
+		return fmt.Errorf("cost.max_seqs must be >= 1, got %d", c.MaxSeqs)
 	case c.KVTokens < 0:
 		return fmt.Errorf("cost.kv_tokens must be >= 0, got %d", c.KVTokens)
 	}
@@ -142,6 +155,7 @@ type estimator struct {
 	cfg   *CostConfig
 	costv atomicFloat // c: seconds per prefill token
 	stepv atomicFloat // k: scale of the step overhead
+	svc   atomicFloat // S: mean seconds from dispatch to completion (0: none seen)
 	// The configuration's fixed terms, negatives as 0.
 	reqTokens       float64
 	stepBase, perSq float64
@@ -169,7 +183,7 @@ func (e *estimator) stepScale() float64 { return e.stepv.get() }
 type TTFTTerms struct {
 	Prefill float64 // c x W (+ the q term): the prefill work ahead and its own
 	Decode  float64 // the step overhead: steps x (base + running x per-sequence)
-	Memory  float64 // what KV memory pressure adds
+	Memory  float64 // what KV memory pressure and the wait for a sequence slot add
 	Total   float64
 }
 
@@ -178,6 +192,7 @@ type load struct {
 	ahead    int     // prefill tokens ahead
 	requests int     // requests ahead in prefill
 	running  int     // sequences running (decode batch)
+	occupied int     // requests dispatched and not finished (running or waiting in the engine)
 	memory   float64 // KV memory in use, fraction
 }
 
@@ -204,7 +219,7 @@ func (e *estimator) terms(l load, uncached int) TTFTTerms {
 	w, steps := e.work(l, uncached)
 	u := float64(uncached)
 	t := TTFTTerms{Prefill: e.cost()*w + e.cfg.Quadratic*u*u, Decode: e.stepScale() * steps}
-	t.Memory = (t.Prefill + t.Decode) * e.memFactor(l.memory)
+	t.Memory = (t.Prefill+t.Decode)*e.memFactor(l.memory) + e.slotWait(l)
 	t.Total = t.Prefill + t.Decode + t.Memory
 	return t
 }
@@ -214,7 +229,39 @@ func (e *estimator) ttft(l load, uncached int) float64 {
 	w, steps := e.work(l, uncached)
 	u := float64(uncached)
 	base := e.cost()*w + e.cfg.Quadratic*u*u + e.stepScale()*steps
-	return base * (1 + e.memFactor(l.memory))
+	return base*(1+e.memFactor(l.memory)) + e.slotWait(l)
+}
+
+// slotWait is the expected wait for a sequence slot.
+func (e *estimator) slotWait(l load) float64 {
+	over := l.occupied - e.cfg.MaxSeqs + 1
+	if over <= 0 {
+		return 0
+	}
+	return e.svc.get() * float64(over) / float64(e.cfg.MaxSeqs)
+}
+
+// serviceTime is the learned mean time from dispatch to completion.
+func (e *estimator) serviceTime() float64 { return e.svc.get() }
+
+// observeService refines S from one request's time from dispatch to
+// completion (an exponential average over about 100 requests).
+func (e *estimator) observeService(d float64) {
+	if !(d > 0) || math.IsInf(d, 0) {
+		return
+	}
+	for {
+		old := e.svc.bits.Load()
+		v := math.Float64frombits(old)
+		if v == 0 {
+			v = d
+		} else {
+			v += 0.01 * (d - v)
+		}
+		if e.svc.bits.CompareAndSwap(old, math.Float64bits(v)) {
+			return
+		}
+	}
 }
 
 // sample is what a dispatch records to learn from its TTFT: the estimate's

@@ -195,11 +195,12 @@ type EngineLoad struct {
 // says more.
 func (in *instance) load() load {
 	reqs := in.prefilling.get() + in.nqueued.get() + in.remote.Queued.get()
-	run := max(in.inFlight(), in.engineRunning.get())
+	run := min(max(in.inFlight(), in.engineRunning.get()), in.est.cfg.MaxSeqs)
 	return load{
 		ahead:    in.ahead(),
 		requests: max(reqs, in.engineWaiting.get()),
 		running:  run,
+		occupied: max(in.inFlight(), in.engineRunning.get()+in.engineWaiting.get()),
 		memory:   in.memory(),
 	}
 }

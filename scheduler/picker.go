@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +19,8 @@ type picker struct {
 	nready     int
 	rings      *ringSet
 	split      map[uint64]uint64 // copy of the key-depth table's split set
+	replicas   map[uint64]uint32 // copy of its replica counts (nil: none)
+	spin       *atomic.Uint64    // the Scheduler's: which variant of a replicated key comes next
 	kd         *keyDepth         // only its configuration is read
 	policy     policy
 	policyName string
@@ -31,7 +34,13 @@ func (p *picker) keyFor(r *Request) (int, uint64) {
 		return 0, r.Session
 	}
 	d := p.kd.depthWith(p.split, r.Blocks)
-	return d, p.kd.key(r.Blocks, d)
+	key := p.kd.key(r.Blocks, d)
+	if p.replicas != nil {
+		if n := p.replicas[key]; n > 1 {
+			key = variant(key, p.spin.Add(1)%uint64(n))
+		}
+	}
+	return d, key
 }
 
 func (p *picker) sloOf(r *Request) time.Duration {
@@ -88,6 +97,8 @@ func (s *Scheduler) publish() {
 		nready:     s.nready,
 		rings:      s.rings,
 		split:      s.kd.splits(),
+		replicas:   s.kd.replicaSet(),
+		spin:       &s.spin,
 		kd:         s.kd,
 		policy:     s.policy,
 		policyName: s.cfg.Policy,
@@ -102,5 +113,6 @@ func (s *Scheduler) publish() {
 func (s *Scheduler) publishSplits() {
 	p := *s.pick.Load()
 	p.split = s.kd.splits()
+	p.replicas = s.kd.replicaSet()
 	s.pick.Store(&p)
 }

@@ -150,6 +150,7 @@ type Scheduler struct {
 
 	kdMu sync.Mutex // guards kd's counts and splits (its configuration is immutable)
 	kd   *keyDepth
+	spin atomic.Uint64 // the next variant of a replicated key (see hotprefix.go)
 
 	mu      sync.Mutex // guards every field below; see above for what else
 	members []*instance
@@ -432,6 +433,9 @@ func (s *Scheduler) finish(r *Request, completed bool) {
 	case statePrefilled:
 		in.running.add(-1)
 		in.kvTokens.add(-r.Tokens)
+		if completed {
+			in.est.observeService((s.now() - r.dispatched).Seconds())
+		}
 	}
 	r.state = stateDone
 	r.waiter = nil
