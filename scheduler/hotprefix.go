@@ -16,11 +16,14 @@ import (
 // could need the whole pool.
 //
 // Such a key is replicated instead: when its share of the window exceeds
-// the split threshold (SplitFactor/n), it gets R = ceil(share / threshold)
-// variants (at most MaxReplicas and n), and each request under it takes the
+// the split threshold (SplitFactor/n), it gets R = ceil(2 share / threshold)
+// variants (at most MaxReplicas and 2n: with sets of a few candidates, n
+// variants can still miss an instance), and each request under it takes the
 // next variant in turn. Variant 0 is the key itself, variant j > 0 the key
 // mixed with j: another set of ring positions, so the prefix's candidates
 // grow from one set to up to R sets, in proportion to its share. The
+// policy knows the key is replicated (dualmap then balances it inside the
+// set, since every candidate holds the prefix after one request). The
 // count is recomputed each time a window bucket closes and the key merges
 // back to one set when its share falls below the merge threshold
 // (MergeFactor/n), like a split. Key depth stays the first resort: only a
@@ -46,7 +49,7 @@ func (k *keyDepth) replicate() (changed bool) {
 	}
 	splitAt, mergeAt := k.thresholds()
 	total := float64(k.total)
-	limit := uint32(max(1, min(k.cfg.MaxReplicas, k.n)))
+	limit := uint32(max(1, min(k.cfg.MaxReplicas, 2*k.n)))
 	for h := range k.ends {
 		share := float64(k.counts[h]) / total
 		old := k.replicas[h]
@@ -55,7 +58,7 @@ func (k *keyDepth) replicate() (changed bool) {
 		case k.counts[h] == 0:
 			delete(k.ends, h)
 		case share > splitAt || (old > 1 && share >= mergeAt):
-			r = uint32(min(float64(limit), math.Ceil(share/splitAt)))
+			r = uint32(min(float64(limit), math.Ceil(2*share/splitAt)))
 			r = max(r, 2)
 		}
 		if r <= 1 {

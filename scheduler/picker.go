@@ -28,19 +28,20 @@ type picker struct {
 	slo        time.Duration // the default TTFT objective
 }
 
-// keyFor returns r's key depth and ring key.
-func (p *picker) keyFor(r *Request) (int, uint64) {
+// keyFor returns r's key depth and ring key, and whether the key is a hot
+// one replicated over several candidate sets (see hotprefix.go).
+func (p *picker) keyFor(r *Request) (int, uint64, bool) {
 	if r.Session != 0 {
-		return 0, r.Session
+		return 0, r.Session, false
 	}
 	d := p.kd.depthWith(p.split, r.Blocks)
 	key := p.kd.key(r.Blocks, d)
 	if p.replicas != nil {
 		if n := p.replicas[key]; n > 1 {
-			key = variant(key, p.spin.Add(1)%uint64(n))
+			return d, variant(key, p.spin.Add(1)%uint64(n)), true
 		}
 	}
-	return d, key
+	return d, key, false
 }
 
 func (p *picker) sloOf(r *Request) time.Duration {

@@ -50,6 +50,7 @@ type Request struct {
 	work       sample // the estimate's parts at dispatch (for learning)
 	qpos       int    // index in inst.queue while queued
 	key        uint64 // ring key: the chained hash of the first KeyDepth blocks
+	hot        bool   // key is a variant of a replicated hot key (hotprefix.go)
 	waiter     Waiter // told when a queued request is dispatched or failed
 
 	owner atomic.Pointer[instance] // inst, for lockOwner

@@ -215,11 +215,11 @@ func (s *Scheduler) Pick(r *Request) (Decision, error) {
 		return Decision{}, err
 	}
 	p := s.pick.Load()
-	d, key := p.keyFor(r)
-	saved := r.key
-	r.key = key
+	d, key, hot := p.keyFor(r)
+	saved, savedHot := r.key, r.hot
+	r.key, r.hot = key, hot
 	ch, cands, n, err := p.choose(r, s.now())
-	r.key = saved
+	r.key, r.hot = saved, savedHot
 	if err != nil {
 		return Decision{}, err
 	}
@@ -256,9 +256,9 @@ func (s *Scheduler) Submit(r *Request, w Waiter) (Decision, error) {
 		return Decision{}, fmt.Errorf("%w: request routed twice", ErrBadRequest)
 	}
 	now := s.now()
-	d, key := s.pick.Load().keyFor(r)
+	d, key, hot := s.pick.Load().keyFor(r)
 	r.arrived = now
-	r.key = key
+	r.key, r.hot = key, hot
 	r.dec = Decision{KeyDepth: d}
 	r.waiter = nil // its own outcome is this call's result
 	dec, st, err := s.place(r, now, w)
