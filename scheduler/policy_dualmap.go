@@ -31,17 +31,12 @@ import (
 //     shared system prompt does not pull every request to the instances
 //     holding it.
 //   - overflow: none (default) [none] | global.
-//   - balance (default 0 [0]: off, in [0, 8]): load also wins when the
-//     cache choice's estimate exceeds the best candidate's by more than
-//     balance x SLO, so a prefix whose every request is cached (identical
-//     prompts) spreads over its candidates before the SLO is threatened.
 //   - choice: slo (default) | cache | load | min-ttft. The last three are
 //     the paper's ablations: cache only, load only, min-TTFT inside the set.
 //   - rebalance (default true): let the hotspot rebalancer migrate queued
 //     requests to another candidate.
 type dualMap struct {
 	Headroom  float64 `param:"headroom"`
-	Balance   float64 `param:"balance"`
 	Hopeless  string  `param:"hopeless"`
 	Tie       float64 `param:"tie"`
 	Overflow  string  `param:"overflow"`
@@ -58,7 +53,6 @@ func init() {
 func (d *dualMap) Validate() error {
 	return cmp.Or(
 		inRange("headroom", d.Headroom, 0.01, 8),
-		inRange("balance", d.Balance, 0, 8),
 		oneOf("hopeless", d.Hopeless, "cache", "load"),
 		inRange("tie", d.Tie, 0, 1),
 		oneOf("overflow", d.Overflow, "none", "global"),
@@ -121,8 +115,7 @@ func (d *dualMap) pick(v *view, r *Request, cands []int32) (choice, error) {
 		pick, reason = byTTFT, ReasonLoad
 	case allEqual:
 		pick, reason = byTTFT, ReasonTie
-	case est[byCache] > d.Headroom*v.slo,
-		d.Balance > 0 && est[byCache] > est[byTTFT]+d.Balance*v.slo:
+	case est[byCache] > d.Headroom*v.slo:
 		pick, reason = byTTFT, ReasonLoad
 		if d.Hopeless == "cache" && est[byTTFT] > v.slo {
 			// No candidate meets the SLO: moving the request gains it
