@@ -44,6 +44,8 @@ func runEngine(args []string, stdout, stderr io.Writer) error {
 	var (
 		listen    = fs.String("listen", "", "address to serve on, e.g. 127.0.0.1:8001 (required)")
 		profile   = fs.String("profile", httpengine.DefaultProfile, "engine profile: a built-in name or a JSON file ("+strings.Join(engine.Profiles(), ", ")+")")
+		engModel  = fs.String("engine-model", "", "engine model: realistic | legacy (empty: the profile's engine_model, else realistic)")
+		noise     = fs.Float64("prefill-noise", -1, "relative std-dev of a per-request factor on the prefill cost (realistic model; negative: the profile's)")
 		blockSize = fs.Int("block-size", httpengine.DefaultBlockSize, "tokens per prompt hash block and cache block; must match the router pool's block_size")
 		model     = fs.String("model", httpengine.DefaultModel, "model name listed by /v1/models and in the metrics")
 		timeScale = fs.Float64("time-scale", 10, "simulated seconds per wall second (10: ten times faster than the profile)")
@@ -60,7 +62,7 @@ func runEngine(args []string, stdout, stderr io.Writer) error {
 	if *listen == "" {
 		return fmt.Errorf("%w: --listen ADDR is required", cli.ErrUsage)
 	}
-	prof, err := engine.LoadProfile(*profile)
+	prof, err := loadEngineProfile(*profile, *engModel, *noise)
 	if err != nil {
 		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}

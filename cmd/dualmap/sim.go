@@ -40,7 +40,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		timeUnit   = fs.String("time-unit", "ms", "generic format: timestamp unit s | ms | us | ns")
 		chainIDs   = fs.Bool("chain-ids", false, "generic format: hash ids are per-block content ids; chain them")
 		skipBad    = fs.Bool("skip-malformed", false, "skip malformed trace lines (counted) instead of failing")
-		generate   = fs.String("generate", "", "generate a skewed tool&agent-like trace instead: key=value,... (seed, requests, qps, prefixes, zipf, hot_prompts, hot_share, hot_blocks, session_prob, arrival); \"default\" for the defaults")
+		generate   = fs.String("generate", "", "generate a workload instead: key=value,... (shape=agent|fixed|hot-prefix|chat, arrival=poisson|bursty|onoff, slo_mix=2s:0.5/30s:0.5, ...: docs/simulator.md); \"default\" for the tool&agent-like defaults")
 		writeTrace = fs.String("write-trace", "", "also write the (generated or read) trace to this file in Mooncake format")
 		requests   = fs.Int("requests", 0, "use only the first N requests (0: all)")
 		maxRunning = fs.Int("max-running", 0, "router queues send an instance no more than this many requests in flight, as limits.max_running (0: no limit, the router's default)")
@@ -51,6 +51,8 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		autoStep   = fs.Float64("qps-step", 0.5, "auto-range: step")
 		instances  = fs.Int("instances", 8, "model-server instances")
 		profile    = fs.String("profile", "qwen2.5-7b-910b4", "engine profile: a built-in name or a JSON file ("+strings.Join(engine.Profiles(), ", ")+")")
+		engModel   = fs.String("engine-model", "", "engine model: realistic (KV memory, preemption, context-dependent decode) | legacy (the first model); empty: the profile's engine_model, else realistic")
+		noise      = fs.Float64("prefill-noise", -1, "relative std-dev of a per-request factor on the engine's prefill cost (realistic model; negative: the profile's prefill_noise)")
 		policies   = fs.String("policies", strings.Join(append(scheduler.Policies(), sim.PaperPreset), ","), "policy variants: name or name(key=value,...); "+sim.PaperPreset+" is DualMap with the paper's settings")
 		queues     = fs.String("queue", "router,paper", "queue modes: router | engine | paper (comma-separated)")
 		slo        = fs.Duration("slo", scheduler.DefaultConfig().SLO, "TTFT SLO")
@@ -93,7 +95,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	prof, err := engine.LoadProfile(*profile)
+	prof, err := loadEngineProfile(*profile, *engModel, *noise)
 	if err != nil {
 		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
@@ -166,12 +168,31 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// loadEngineProfile loads a profile and applies the --engine-model and
+// --prefill-noise overrides (empty, negative: keep the profile's).
+func loadEngineProfile(name, model string, noise float64) (engine.Profile, error) {
+	prof, err := engine.LoadProfile(name)
+	if err != nil {
+		return prof, err
+	}
+	if model != "" {
+		prof.EngineModel = model
+	}
+	if noise >= 0 {
+		prof.PrefillNoise = noise
+	}
+	if err := prof.Validate(); err != nil {
+		return prof, fmt.Errorf("--engine-model/--prefill-noise: %w", err)
+	}
+	return prof, nil
+}
+
 func loadTrace(path, generate string, opt trace.Options) (*trace.Trace, error) {
 	switch {
 	case path != "" && generate != "":
 		return nil, fmt.Errorf("%w: give --trace or --generate, not both", cli.ErrUsage)
 	case generate != "":
-		cfg, err := parseGenConfig(generate)
+		cfg, err := trace.ParseGenConfig(generate)
 		if err != nil {
 			return nil, fmt.Errorf("%w: --generate: %v", cli.ErrUsage, err)
 		}
@@ -180,48 +201,6 @@ func loadTrace(path, generate string, opt trace.Options) (*trace.Trace, error) {
 		return nil, fmt.Errorf("%w: --trace FILE or --generate is required", cli.ErrUsage)
 	}
 	return trace.ReadFile(path, opt)
-}
-
-func parseGenConfig(s string) (trace.GenConfig, error) {
-	var c trace.GenConfig
-	if s == "default" {
-		return c, nil
-	}
-	for _, kv := range splitList(s) {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return c, fmt.Errorf("%q is not key=value", kv)
-		}
-		var err error
-		switch k {
-		case "seed":
-			c.Seed, err = strconv.ParseUint(v, 10, 64)
-		case "requests":
-			c.Requests, err = strconv.Atoi(v)
-		case "qps":
-			c.QPS, err = strconv.ParseFloat(v, 64)
-		case "prefixes":
-			c.Prefixes, err = strconv.Atoi(v)
-		case "zipf":
-			c.ZipfS, err = strconv.ParseFloat(v, 64)
-		case "hot_prompts":
-			c.HotPrompts, err = strconv.Atoi(v)
-		case "hot_share":
-			c.HotShare, err = strconv.ParseFloat(v, 64)
-		case "hot_blocks":
-			c.HotBlocks, err = strconv.Atoi(v)
-		case "session_prob":
-			c.SessionProb, err = strconv.ParseFloat(v, 64)
-		case "arrival":
-			c.Arrival = v
-		default:
-			return c, fmt.Errorf("unknown key %q", k)
-		}
-		if err != nil {
-			return c, fmt.Errorf("%s: %q is not a valid number", k, v)
-		}
-	}
-	return c, nil
 }
 
 // parseSpecs splits a policy list on commas outside parentheses.

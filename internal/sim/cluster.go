@@ -21,6 +21,7 @@ type request struct {
 	e       engine.Request
 	engine  int
 	ttft    float64 // seconds from arrival; -1 until the first token
+	slo     float64 // this request's TTFT objective in seconds (the trace's or Options.SLO)
 	done    bool
 	failed  bool
 	depth   int
@@ -133,7 +134,9 @@ func (c *cluster) build() error {
 // grow makes sure engines 0..n-1 exist.
 func (c *cluster) grow(n int) error {
 	for len(c.engines) < n {
-		e, err := engine.New(c.opt.Profile)
+		p := c.opt.Profile
+		p.NoiseSeed ^= c.opt.Seed // prefill noise: per request, the same on every instance
+		e, err := engine.New(p)
 		if err != nil {
 			return fmt.Errorf("sim: %w", err)
 		}
@@ -185,7 +188,11 @@ func (c *cluster) load(tr *trace.Trace, qps float64) {
 		}
 		out := max(tq.OutputTokens, 1)
 		r.c = c
-		r.s = scheduler.Request{Blocks: blocks, Tokens: tokens}
+		r.s = scheduler.Request{Blocks: blocks, Tokens: tokens, SLO: tq.SLO}
+		r.slo = c.opt.SLO.Seconds()
+		if tq.SLO > 0 {
+			r.slo = tq.SLO.Seconds()
+		}
 		r.e = engine.Request{ID: int64(i), Blocks: blocks, Tokens: tokens, Output: out, Truncated: r.e.Truncated}
 	}
 }

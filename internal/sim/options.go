@@ -142,3 +142,14 @@ func (o Options) budget() int {
 	}
 	return 0
 }
+
+// engineModel names p's engine model for reports: empty for the legacy one.
+func engineModel(p engine.Profile) string {
+	switch {
+	case p.Legacy():
+		return ""
+	case p.EngineModel == "":
+		return engine.ModelRealistic
+	}
+	return p.EngineModel
+}

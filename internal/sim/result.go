@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"math"
 	"slices"
 )
@@ -31,9 +32,19 @@ type Result struct {
 	Truncated     int         `json:"truncated"`
 	KeyDepths     map[int]int `json:"key_depths"` // key length in blocks -> requests
 	WallSeconds   float64     `json:"wall_seconds"`
+
+	// Realistic engine model, summed over the instances (whole run,
+	// warm-up included): preemptions by recompute and the tokens
+	// prefilled again because of them.
+	Preemptions      int64 `json:"preemptions,omitempty"`
+	RecomputedTokens int64 `json:"recomputed_tokens,omitempty"`
+
 	// Windows is SLO attainment by arrival time, in WindowSeconds buckets
 	// (all requests, warm-up included): how a scaling event plays out.
 	Windows []Window `json:"attainment_over_time,omitempty"`
+	// Classes is the attainment per SLO when the measured requests carry
+	// more than one (a trace with per-request SLOs), by ascending SLO.
+	Classes []Class `json:"slo_classes,omitempty"`
 	// TTFTs are the measured requests' TTFTs, ascending (for CDF plots).
 	TTFTs    []float64 `json:"-"`
 	Timeline []Sample  `json:"-"`
@@ -46,6 +57,13 @@ func InstanceName(i int) string { return instanceID(i) }
 // WindowSeconds is the width of Result.Windows buckets.
 const WindowSeconds = 20
 
+// Class is the SLO attainment of the measured requests with one SLO.
+type Class struct {
+	SLOSeconds float64 `json:"slo_s"`
+	Requests   int     `json:"requests"`
+	Attainment float64 `json:"slo_attainment"`
+}
+
 // Window is the SLO attainment of the requests that arrived in one bucket.
 type Window struct {
 	Start      float64 `json:"start_s"`
@@ -56,10 +74,10 @@ type Window struct {
 func (c *cluster) result(qps float64) *Result {
 	o := c.opt
 	res := &Result{Policy: o.Policy, Queue: o.Queue, QPS: qps, Seed: o.Seed, Replicas: o.Replicas, KeyDepths: map[int]int{}}
-	slo := o.SLO.Seconds()
 	var e2e []float64
 	var prompt, cached int64
 	attained := 0
+	classes := map[float64]*Class{}
 	for i := range c.reqs {
 		r := &c.reqs[i]
 		if r.e.Truncated {
@@ -71,7 +89,7 @@ func (c *cluster) result(qps float64) *Result {
 				res.Windows = append(res.Windows, Window{Start: float64(len(res.Windows) * WindowSeconds)})
 			}
 			res.Windows[w].Requests++
-			if r.done && r.ttft <= slo {
+			if r.done && r.ttft <= r.slo {
 				res.Windows[w].Attainment++
 			}
 		}
@@ -80,6 +98,12 @@ func (c *cluster) result(qps float64) *Result {
 		}
 		res.Requests++
 		res.KeyDepths[r.depth]++
+		cl := classes[r.slo]
+		if cl == nil {
+			cl = &Class{SLOSeconds: r.slo}
+			classes[r.slo] = cl
+		}
+		cl.Requests++
 		ttft := r.ttft
 		switch {
 		case r.failed:
@@ -88,8 +112,9 @@ func (c *cluster) result(qps float64) *Result {
 		case r.done:
 			res.Completed++
 			e2e = append(e2e, r.e.Done-r.arrival)
-			if r.ttft <= slo {
+			if r.ttft <= r.slo {
 				attained++
+				cl.Attainment++
 			}
 		default:
 			res.Unfinished++
@@ -110,6 +135,18 @@ func (c *cluster) result(qps float64) *Result {
 	}
 	for _, s := range c.reps {
 		res.Migrations += s.Stats().Migrations
+	}
+	for _, e := range c.engines {
+		st := e.Stats()
+		res.Preemptions += st.Preemptions
+		res.RecomputedTokens += st.RecomputedTokens
+	}
+	if len(classes) > 1 {
+		for _, cl := range classes {
+			cl.Attainment /= float64(cl.Requests)
+			res.Classes = append(res.Classes, *cl)
+		}
+		slices.SortFunc(res.Classes, func(a, b Class) int { return cmp.Compare(a.SLOSeconds, b.SLOSeconds) })
 	}
 	slices.Sort(res.TTFTs)
 	slices.Sort(e2e)

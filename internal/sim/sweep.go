@@ -72,6 +72,12 @@ type Report struct {
 	WorkBoundQPS    float64   `json:"work_bound_qps"`
 	Runs            []*Result `json:"runs"`
 	Goodput         []Goodput `json:"goodput"`
+
+	// EngineModel is the engine model when it is not the legacy one (then
+	// empty, so that legacy reports read as before); PrefillNoise the
+	// profile's prefill_noise.
+	EngineModel  string  `json:"engine_model,omitempty"`
+	PrefillNoise float64 `json:"prefill_noise,omitempty"`
 }
 
 type job struct {
@@ -102,7 +108,8 @@ func (sw *Sweep) Run() (*Report, error) {
 	rep := &Report{
 		Trace: sw.Trace.Source, Requests: len(sw.Trace.Requests), Instances: base.Instances,
 		Profile: base.Profile.Name, SLOSeconds: base.SLO.Seconds(), Replicas: base.Replicas,
-		Warmup: max(base.Warmup, 0),
+		Warmup:      max(base.Warmup, 0),
+		EngineModel: engineModel(base.Profile), PrefillNoise: base.Profile.PrefillNoise,
 	}
 	b := upperBounds(sw.Trace, base)
 	rep.UpperBoundHitRate, rep.PrefillBoundQPS, rep.WorkBoundQPS = b.hitRate, b.prefillQPS, b.workQPS

@@ -8,8 +8,10 @@ import (
 // Engine is one simulated serving instance. See the package documentation
 // for the model. The zero value is not usable: call New.
 type Engine struct {
-	p     Profile
-	cache *cache
+	p      Profile
+	legacy bool
+	cache  *cache // legacy model
+	pool   *pool  // realistic model
 
 	waiting       fifo[waiter]
 	waitingTokens int // Σ Tokens of waiting requests
@@ -25,8 +27,24 @@ type Engine struct {
 	stepDone   int     // leading prefilling requests whose prefill ends with the step in progress
 	seq        int64   // admission counter
 
+	// Realistic model.
+	nDecoding   int          // live entries of decoding (it also holds stale ones)
+	ctxBase     int64        // Σ (prefilled tokens - decodeAt) over decoding requests
+	needs       needHeap     // decoding requests by the step that needs their next block
+	decOrder    fifo[decRef] // decoding requests in admission order (stale ones skipped)
+	stepPrefill float64      // Σ chunk x cost factor of the step in progress
+	preemptedAt int64        // the last step whose composition preempted (-1: none)
+
 	stats Stats
 }
+
+// decRef names one decode run of a request.
+type decRef struct {
+	r     *Request
+	stint int32
+}
+
+func (d decRef) live() bool { return d.r.kv.state == stateDecode && d.r.kv.stint == d.stint }
 
 // waiter is a request in the waiting queue.
 type waiter struct {
@@ -53,10 +71,12 @@ func New(p Profile) (*Engine, error) {
 	}
 	p = p.withDefaults()
 	hbm, dram := p.CacheTokens()
-	e := &Engine{
-		p:       p,
-		cache:   newCache(min(hbm/p.BlockSize, maxBlocks), min(dram/p.BlockSize, maxBlocks)),
-		stepEnd: math.Inf(-1),
+	e := &Engine{p: p, legacy: p.Legacy(), stepEnd: math.Inf(-1), preemptedAt: -1}
+	hbmBlocks, dramBlocks := min(hbm/p.BlockSize, maxBlocks), min(dram/p.BlockSize, maxBlocks)
+	if e.legacy {
+		e.cache = newCache(hbmBlocks, dramBlocks)
+	} else {
+		e.pool = newPool(hbmBlocks, dramBlocks)
 	}
 	return e, nil
 }
@@ -86,6 +106,17 @@ func (e *Engine) Submit(now float64, r *Request) {
 	}
 	r.CachedTokens, r.DRAMTokens = 0, 0
 	r.PrefillStart, r.FirstToken, r.Done = 0, 0, 0
+	r.Preemptions, r.OutputCapped = 0, false
+	r.kv = kvState{}
+	if !e.legacy {
+		// vLLM stops a request at max_model_len tokens, prompt and output.
+		if limit := max(e.p.MaxModelLen-r.Tokens, 1); r.Output > limit {
+			r.Output, r.OutputCapped = limit, true
+			e.stats.OutputCapped++
+		}
+		r.kv.cost = noiseFactor(e.p.PrefillNoise, e.p.NoiseSeed, r.ID)
+		r.kv.computed, r.kv.queued = r.Tokens, r.Tokens
+	}
 	e.stats.Submitted++
 	e.waiting.push(waiter{r: r, at: now})
 	e.waitingTokens += r.Tokens
@@ -140,7 +171,12 @@ func (e *Engine) Waiting() int { return e.waiting.len() }
 // prefill or in decode.
 func (e *Engine) Running() int { return e.running() }
 
-func (e *Engine) running() int { return e.prefilling.len() + len(e.decoding) }
+func (e *Engine) running() int {
+	if e.legacy {
+		return e.prefilling.len() + len(e.decoding)
+	}
+	return e.prefilling.len() + e.nDecoding
+}
 
 // PendingPrefillTokens returns the prompt tokens still to be prefilled: the
 // uncached tokens of running requests not yet through a finished step
@@ -151,11 +187,44 @@ func (e *Engine) PendingPrefillTokens() int { return e.pendingTokens + e.waiting
 
 // CacheUsage returns the fraction of the prefix cache's blocks in use,
 // across both tiers, from 0 to 1 (0 when the cache has no capacity).
+//
+// With the realistic model it is vLLM's kv_cache_usage_perc instead: the
+// fraction of HBM blocks held by running requests (free cached blocks
+// count as free).
 func (e *Engine) CacheUsage() float64 {
+	if !e.legacy {
+		return float64(e.pool.used) / float64(max(e.pool.hbmCap, 1))
+	}
 	if c := e.cache.capacity(); c > 0 {
 		return float64(e.cache.len()) / float64(c)
 	}
 	return 0
+}
+
+// KVBlocks returns the HBM blocks held by running requests, the free
+// cached ones and the capacity (realistic model; zeros with the legacy
+// model).
+func (e *Engine) KVBlocks() (held, cached, capacity int) {
+	if e.legacy {
+		return 0, 0, 0
+	}
+	return e.pool.used, e.pool.hbmFree, e.pool.hbmCap
+}
+
+// Generated returns how many output tokens r, submitted to e and not yet
+// completed, has generated: 0 before its first token, then one per decode
+// step; it does not go back when r is preempted. After completion it is
+// r.Output.
+func (e *Engine) Generated(r *Request) int {
+	switch {
+	case r.Done > 0 || r.kv.state == stateDone:
+		return r.Output
+	case e.legacy:
+		return 0 // the legacy model does not track it
+	case r.kv.state == stateDecode:
+		return min(r.kv.gen+int(e.stepIndex-1-r.kv.decodeAt), r.Output)
+	}
+	return r.kv.gen
 }
 
 // Stats returns the cumulative counters.

@@ -8,6 +8,7 @@ type decoding struct {
 	finish int64 // index of the step whose end completes the request
 	seq    int64 // admission order
 	r      *Request
+	stint  int32 // realistic model: the request's run (stale when preempted since)
 }
 
 func (a decoding) less(b decoding) bool {

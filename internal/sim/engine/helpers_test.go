@@ -12,6 +12,7 @@ import (
 func testProfile() Profile {
 	return Profile{
 		Name:             "test",
+		EngineModel:      ModelLegacy,
 		PrefillPerToken:  1.0 / 1024,
 		DecodeStepBase:   1.0 / 64,
 		DecodePerSeq:     1.0 / 256,
@@ -48,8 +49,6 @@ func chain(root uint64, shared, n int) []uint64 {
 	}
 	return out
 }
-
-func blocksFor(tokens, blockSize int) int { return (tokens + blockSize - 1) / blockSize }
 
 // arrival is a request to submit at a time.
 type arrival struct {

@@ -89,5 +89,15 @@ func decodeProfile(data []byte) (Profile, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return Profile{}, errors.New("engine: parse profile: trailing data after the JSON object")
 	}
+	// An omitted limit means its default; an explicit 0 is a mistake.
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return Profile{}, fmt.Errorf("engine: parse profile: %w", err)
+	}
+	for _, k := range []string{"max_batched_tokens", "max_num_seqs", "max_model_len", "block_size"} {
+		if v, ok := raw[k]; ok && strings.TrimSpace(string(v)) == "0" {
+			return Profile{}, fmt.Errorf("engine: parse profile: %s must be > 0 (omit it for the default), got 0", k)
+		}
+	}
 	return p, nil
 }

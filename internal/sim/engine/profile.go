@@ -14,6 +14,20 @@ const (
 	DefaultBlockSize        = 512 // the Mooncake traces' block size
 )
 
+// Engine models (Profile.EngineModel).
+const (
+	// ModelRealistic (the default): KV blocks for running requests shared
+	// with the prefix cache, preemption by recompute, and a step time that
+	// grows with the decode batch's context. See the package documentation.
+	ModelRealistic = "realistic"
+	// ModelLegacy is the first model: running requests use no memory, a
+	// decode step costs a constant per sequence. Kept for comparison.
+	ModelLegacy = "legacy"
+)
+
+// maxPrefillNoise bounds Profile.PrefillNoise.
+const maxPrefillNoise = 10
+
 // Profile describes one serving instance: a model on some hardware with a
 // serving configuration. Times are in seconds. The integer limits use zero
 // for their default; Validate and New accept that.
@@ -34,6 +48,19 @@ type Profile struct {
 	DecodeStepBase float64 `json:"decode_step_base_s"`
 	// DecodePerSeq is added per running sequence in decode in the step.
 	DecodePerSeq float64 `json:"decode_per_seq_s"`
+	// DecodePerContextToken is added per context token of every decoding
+	// sequence in the step (attention reads the sequence's KV); realistic
+	// model only, may be 0.
+	DecodePerContextToken float64 `json:"decode_per_context_token_s"`
+
+	// EngineModel is ModelRealistic (default when empty) or ModelLegacy.
+	EngineModel string `json:"engine_model"`
+	// PrefillNoise is the relative standard deviation of a per-request
+	// factor on its prefill cost (log-normal, mean 1), drawn from
+	// NoiseSeed and the request's ID; 0: none. Realistic model only.
+	PrefillNoise float64 `json:"prefill_noise"`
+	// NoiseSeed seeds the prefill noise; set by the caller, not in JSON.
+	NoiseSeed uint64 `json:"-"`
 
 	// KVBytesPerToken is the KV cache footprint of one token (> 0).
 	KVBytesPerToken int64 `json:"kv_bytes_per_token"`
@@ -73,6 +100,9 @@ func (p Profile) withDefaults() Profile {
 	return p
 }
 
+// Legacy reports whether p selects the legacy engine model.
+func (p Profile) Legacy() bool { return p.EngineModel == ModelLegacy }
+
 // Validate reports every invalid field of p, each error naming the JSON
 // field. Zero limits are valid (they mean the default).
 func (p Profile) Validate() error {
@@ -92,7 +122,9 @@ func (p Profile) Validate() error {
 		{"prefill_quadratic_s", p.PrefillQuadratic, false},
 		{"decode_step_base_s", p.DecodeStepBase, false},
 		{"decode_per_seq_s", p.DecodePerSeq, false},
+		{"decode_per_context_token_s", p.DecodePerContextToken, false},
 		{"dram_load_per_token_s", p.DRAMLoadPerToken, false},
+		{"prefill_noise", p.PrefillNoise, false},
 	}
 	for _, s := range seconds {
 		switch {
@@ -106,6 +138,24 @@ func (p Profile) Validate() error {
 	}
 	if p.DecodeStepBase == 0 && p.DecodePerSeq == 0 {
 		bad("decode_step_base_s", "and decode_per_seq_s must not both be 0 (a decode step would take no time)")
+	}
+	switch p.EngineModel {
+	case "", ModelRealistic:
+		if p.DecodeStepBase <= 0 && !math.IsNaN(p.DecodeStepBase) {
+			bad("decode_step_base_s", "must be > 0 with the %s engine model (a step always takes time), got %g", ModelRealistic, p.DecodeStepBase)
+		}
+	case ModelLegacy:
+		if p.PrefillNoise != 0 {
+			bad("prefill_noise", "needs the %s engine model, not %s", ModelRealistic, ModelLegacy)
+		}
+		if p.DecodePerContextToken != 0 {
+			bad("decode_per_context_token_s", "needs the %s engine model, not %s", ModelRealistic, ModelLegacy)
+		}
+	default:
+		bad("engine_model", "must be %q or %q, got %q", ModelRealistic, ModelLegacy, p.EngineModel)
+	}
+	if p.PrefillNoise > maxPrefillNoise {
+		bad("prefill_noise", "must be <= %d (a relative standard deviation), got %g", maxPrefillNoise, p.PrefillNoise)
 	}
 	if p.KVBytesPerToken <= 0 {
 		bad("kv_bytes_per_token", "must be > 0, got %d", p.KVBytesPerToken)
@@ -134,8 +184,18 @@ func (p Profile) Validate() error {
 		bad("max_num_seqs", "(%d) must not exceed max_batched_tokens (%d): every decoding sequence needs a token of the step budget",
 			d.MaxNumSeqs, d.MaxBatchedTokens)
 	}
+	if d := p.withDefaults(); !p.Legacy() && len(errs) == 0 {
+		hbm, _ := d.CacheTokens()
+		if need := blocksFor(d.MaxModelLen, d.BlockSize); hbm/d.BlockSize < need {
+			bad("hbm_cache_bytes", "holds %d blocks of %d tokens, fewer than the %d one max_model_len (%d tokens) request needs",
+				hbm/d.BlockSize, d.BlockSize, need, d.MaxModelLen)
+		}
+	}
 	return errors.Join(errs...)
 }
+
+// blocksFor returns the blocks of size bs that n tokens take.
+func blocksFor(n, bs int) int { return (n + bs - 1) / bs }
 
 // CacheTokens returns the capacities of the HBM and DRAM cache tiers in
 // tokens (bytes / KVBytesPerToken, rounded down). It returns 0, 0 when

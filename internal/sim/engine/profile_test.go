@@ -52,7 +52,7 @@ func TestQwenProfileNumbers(t *testing.T) {
 
 // validJSON is a complete valid profile; tests replace one field at a time.
 const validJSON = `{"name": "x", "prefill_per_token_s": 0.0001, "decode_step_base_s": 0.01,
- "decode_per_seq_s": 0.0001, "kv_bytes_per_token": 1024, "hbm_cache_bytes": 1048576}`
+ "decode_per_seq_s": 0.0001, "kv_bytes_per_token": 1024, "hbm_cache_bytes": 1073741824}`
 
 func TestParseProfileErrors(t *testing.T) {
 	tests := []struct {
@@ -71,13 +71,22 @@ func TestParseProfileErrors(t *testing.T) {
 		{"negative decode", strings.Replace(validJSON, `0.01,`, `-0.01,`, 1), "decode_step_base_s"},
 		{"free decode", strings.NewReplacer(`0.01,`, `0,`, `"decode_per_seq_s": 0.0001`, `"decode_per_seq_s": 0`).Replace(validJSON), "decode_step_base_s"},
 		{"zero kv", strings.Replace(validJSON, `1024,`, `0,`, 1), "kv_bytes_per_token"},
-		{"negative hbm", strings.Replace(validJSON, `1048576`, `-1`, 1), "hbm_cache_bytes"},
+		{"negative hbm", strings.Replace(validJSON, `1073741824`, `-1`, 1), "hbm_cache_bytes"},
 		{"negative dram", validJSON[:len(validJSON)-1] + `, "dram_cache_bytes": -5}`, "dram_cache_bytes"},
 		{"negative dram load", validJSON[:len(validJSON)-1] + `, "dram_load_per_token_s": -5}`, "dram_load_per_token_s"},
 		{"negative batch", validJSON[:len(validJSON)-1] + `, "max_batched_tokens": -1}`, "max_batched_tokens"},
 		{"negative seqs", validJSON[:len(validJSON)-1] + `, "max_num_seqs": -1}`, "max_num_seqs"},
 		{"negative model len", validJSON[:len(validJSON)-1] + `, "max_model_len": -1}`, "max_model_len"},
 		{"negative block", validJSON[:len(validJSON)-1] + `, "block_size": -512}`, "block_size"},
+		{"zero block", validJSON[:len(validJSON)-1] + `, "block_size": 0}`, "block_size"},
+		{"zero batch", validJSON[:len(validJSON)-1] + `, "max_batched_tokens": 0}`, "max_batched_tokens"},
+		{"unknown model", validJSON[:len(validJSON)-1] + `, "engine_model": "fast"}`, "engine_model"},
+		{"negative noise", validJSON[:len(validJSON)-1] + `, "prefill_noise": -0.1}`, "prefill_noise"},
+		{"huge noise", validJSON[:len(validJSON)-1] + `, "prefill_noise": 11}`, "prefill_noise"},
+		{"noise on legacy", validJSON[:len(validJSON)-1] + `, "prefill_noise": 0.1, "engine_model": "legacy"}`, "prefill_noise"},
+		{"negative context cost", validJSON[:len(validJSON)-1] + `, "decode_per_context_token_s": -1e-9}`, "decode_per_context_token_s"},
+		{"zero step time", strings.Replace(validJSON, `0.01,`, `0,`, 1), "decode_step_base_s"},
+		{"memory below one request", strings.Replace(validJSON, `1073741824`, `1048576`, 1), "hbm_cache_bytes"},
 		{"seqs over batch", validJSON[:len(validJSON)-1] + `, "max_batched_tokens": 100}`, "max_num_seqs"},
 	}
 	if _, err := parseProfile([]byte(validJSON)); err != nil {

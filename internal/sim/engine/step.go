@@ -5,6 +5,10 @@ package engine
 // prefills in FCFS order, then admissions from the waiting queue while
 // budget and sequence slots remain. Callers ensure there is work.
 func (e *Engine) startStep(t float64) {
+	if !e.legacy {
+		e.startStepKV(t)
+		return
+	}
 	p := &e.p
 	decodeSeqs := len(e.decoding)
 	budget := p.MaxBatchedTokens - decodeSeqs
@@ -80,6 +84,9 @@ func (e *Engine) admit(t float64, r *Request) {
 // at this step complete, requests whose prefill ended emit their first token,
 // enter the cache and start decoding (or complete, with Output 1).
 func (e *Engine) finishStep(dst []Event) []Event {
+	if !e.legacy {
+		return e.finishStepKV(dst)
+	}
 	t, k := e.stepEnd, e.stepIndex
 	for len(e.decoding) > 0 && e.decoding[0].finish == k {
 		r := e.decoding.pop().r

@@ -129,8 +129,13 @@ func (l *loop) step(t float64) {
 		}
 	}
 	for _, tr := range l.decoding {
-		// One token at the first token's step, then one per step.
-		if l.produce(tr, min(tr.t.req.Output, int(1+steps-tr.firstStep))) {
+		// One token at the first token's step, then one per step (the
+		// realistic model tracks it: a preempted request pauses).
+		n := min(tr.t.req.Output, int(1+steps-tr.firstStep))
+		if !l.s.opt.Profile.Legacy() {
+			n = l.e.Generated(tr.t.req)
+		}
+		if l.produce(tr, n) {
 			l.changed = append(l.changed, tr)
 		}
 	}

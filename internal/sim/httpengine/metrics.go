@@ -44,6 +44,10 @@ func newMetrics(s *Server) *metrics {
 		func(v Snapshot) float64 { return float64(v.Engine.CachedTokens) })
 	counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.",
 		func(v Snapshot) float64 { return float64(v.Engine.PromptTokens) })
+	counter("vllm:num_preemptions_total", "Cumulative number of preemptions from the engine.",
+		func(v Snapshot) float64 { return float64(v.Engine.Preemptions) })
+	counter("dualmap_engine_recomputed_tokens_total", "Prompt and output tokens prefilled again after preemptions (simulated engine).",
+		func(v Snapshot) float64 { return float64(v.Engine.RecomputedTokens) })
 	counter("vllm:generation_tokens_total", "Number of generation tokens processed.",
 		func(v Snapshot) float64 { return float64(v.GenerationTokens) })
 	m := &metrics{

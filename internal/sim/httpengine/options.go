@@ -48,7 +48,8 @@ type Options struct {
 	// AddedLatency is a wall delay before every response except
 	// /admin/fault's.
 	AddedLatency time.Duration
-	// Seed seeds the choice of failed requests.
+	// Seed seeds the choice of failed requests and the profile's prefill
+	// noise.
 	Seed uint64
 
 	// Name names this instance (e.g. its address) in the x-engine-name
@@ -75,6 +76,7 @@ func (o Options) withDefaults() (Options, error) {
 		bad("BlockSize must be >= 1, got %d", o.BlockSize)
 	}
 	o.Profile.BlockSize = o.BlockSize
+	o.Profile.NoiseSeed ^= o.Seed
 	if o.Model == "" {
 		o.Model = DefaultModel
 	}

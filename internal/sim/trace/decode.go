@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -18,6 +19,7 @@ type record struct {
 	InputLength  json.RawMessage `json:"input_length"`
 	OutputLength json.RawMessage `json:"output_length"`
 	HashIDs      json.RawMessage `json:"hash_ids"`
+	SLO          json.RawMessage `json:"slo_ms"` // optional
 }
 
 // decoder turns lines into Requests. It reuses its buffers between lines
@@ -43,6 +45,7 @@ func (d *decoder) decode(line []byte) (Request, error) {
 	d.rec.InputLength = d.rec.InputLength[:0]
 	d.rec.OutputLength = d.rec.OutputLength[:0]
 	d.rec.HashIDs = d.rec.HashIDs[:0]
+	d.rec.SLO = d.rec.SLO[:0]
 	if err := json.Unmarshal(line, &d.rec); err != nil {
 		return Request{}, describeJSONError(err)
 	}
@@ -73,11 +76,15 @@ func (d *decoder) decode(line []byte) (Request, error) {
 				len(ids), in, bs, want)
 		}
 	}
+	slo, err := sloField(d.rec.SLO)
+	if err != nil {
+		return Request{}, err
+	}
 	blocks := slices.Clone(ids)
 	if d.opt.ChainIDs {
 		chainIDs(blocks)
 	}
-	return Request{Arrival: arrival, InputTokens: in, OutputTokens: out, Blocks: blocks}, nil
+	return Request{Arrival: arrival, InputTokens: in, OutputTokens: out, Blocks: blocks, SLO: slo}, nil
 }
 
 func describeJSONError(err error) error {
@@ -302,4 +309,21 @@ func (d *decoder) slowIDs(raw []byte, dst []uint64) ([]uint64, error) {
 		dst = append(dst, mag)
 	}
 	return dst, nil
+}
+
+// maxSLOMillis bounds the optional slo_ms field: about 11.6 days.
+const maxSLOMillis = 1e9
+
+// sloField decodes the optional slo_ms field: absent or null is 0 (the
+// simulator's default SLO), otherwise a number of milliseconds in
+// (0, maxSLOMillis].
+func sloField(raw json.RawMessage) (time.Duration, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, nil
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil || !(f > 0) || f > maxSLOMillis {
+		return 0, fmt.Errorf("slo_ms must be a number of milliseconds in (0, %g], got %.40s", float64(maxSLOMillis), raw)
+	}
+	return time.Duration(math.Round(f * float64(time.Millisecond))), nil
 }

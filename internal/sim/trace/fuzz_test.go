@@ -20,6 +20,8 @@ func FuzzRead(f *testing.F) {
 		`{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [-1, 0.5, 18446744073709551616]}`,
 		`{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": []}`,
 		`{"timestamp": 1e400, "input_length": 1e-400, "output_length": null, "hash_ids": [1e19]}`,
+		`{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1], "slo_ms": 1500.5}`,
+		`{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1], "slo_ms": -3}`,
 		`[1, 2]`,
 		`{"timestamp": 0,`,
 		"",

@@ -14,6 +14,7 @@ import (
 const (
 	arrivalStream = 0x6172726976616c73 // "arrivals"
 	promptStream  = 0x70726f6d70747321 // "prompts!"
+	sloStream     = 0x736c6f2d6d697821 // "slo-mix!"
 )
 
 // Generate returns a synthetic tool&agent-like trace following the model
@@ -32,13 +33,44 @@ func Generate(cfg GenConfig) (*Trace, error) {
 	t := &Trace{
 		Requests:  make([]Request, c.Requests),
 		BlockSize: c.BlockSize,
-		Source: fmt.Sprintf("%s synthetic tool&agent workload (seed=%d requests=%d qps=%g arrival=%s)",
-			GeneratedPrefix, c.Seed, c.Requests, c.QPS, c.Arrival),
+		Source: fmt.Sprintf("%s synthetic %s workload (seed=%d requests=%d qps=%g arrival=%s%s)",
+			GeneratedPrefix, shapeName(c.Shape), c.Seed, c.Requests, c.QPS, c.Arrival, mixLabel(c.SLOMix)),
 	}
+	slo := rand.New(rand.NewPCG(c.Seed, sloStream))
 	for i := range t.Requests {
 		t.Requests[i] = g.request(arr[i])
+		t.Requests[i].SLO = drawSLO(slo, c.SLOMix)
 	}
 	return t, nil
+}
+
+func shapeName(s string) string {
+	if s == ShapeAgent {
+		return "tool&agent"
+	}
+	return s
+}
+
+func mixLabel(mix []SLOClass) string {
+	if len(mix) == 0 {
+		return ""
+	}
+	return " slo_mix=" + FormatSLOMix(mix)
+}
+
+// drawSLO draws a request's SLO class; 0 without a mix.
+func drawSLO(rng *rand.Rand, mix []SLOClass) time.Duration {
+	if len(mix) == 0 {
+		return 0
+	}
+	u := rng.Float64()
+	for _, m := range mix {
+		if u < m.Share {
+			return m.SLO
+		}
+		u -= m.Share
+	}
+	return mix[len(mix)-1].SLO // rounding: the shares sum to 1 within 1e-6
 }
 
 // arrivals draws the arrival times of c.Requests requests, the first at 0.
@@ -57,6 +89,17 @@ func arrivals(c GenConfig) []time.Duration {
 				out[i] = seconds(now)
 				i++
 			}
+		}
+	case ArrivalOnOff:
+		// Poisson at OnQPS on a clock that runs only during on periods,
+		// then mapped to wall time by inserting the off periods.
+		on, period := c.OnSeconds, c.OnSeconds+c.OffSeconds
+		for i := range out {
+			if i > 0 {
+				now += rng.ExpFloat64() / c.OnQPS
+			}
+			k := math.Floor(now / on)
+			out[i] = seconds(k*period + (now - k*on))
 		}
 	default:
 		for i := range out {
@@ -114,6 +157,16 @@ func newGenerator(c GenConfig) *generator {
 		shared:    make([]prefix, max(c.Prefixes, 0)),
 		zipfCum:   make([]float64, max(c.Prefixes, 0)),
 	}
+	switch c.Shape {
+	case ShapeFixed: // the one prompt
+		g.hot = []prefix{{depth: (min(c.PromptTokens, c.MaxInputTokens) + c.BlockSize - 1) / c.BlockSize}}
+		return g
+	case ShapeHotPrefix: // the hot prefix
+		g.hot = []prefix{{depth: min((c.PrefixTokens+c.BlockSize-1)/c.BlockSize, g.maxBlocks)}}
+		return g
+	case ShapeChat:
+		return g
+	}
 	for i := range g.hot {
 		g.hot[i].depth = min(c.HotBlocks, g.maxBlocks)
 	}
@@ -129,9 +182,23 @@ func newGenerator(c GenConfig) *generator {
 
 // request draws one request arriving at arrival.
 func (g *generator) request(arrival time.Duration) Request {
-	blocks := g.prompt()
+	var blocks []uint64
+	var in int
 	bs := g.c.BlockSize
-	in := min(len(blocks)*bs-g.rng.IntN(bs), g.c.MaxInputTokens)
+	switch g.c.Shape {
+	case ShapeFixed:
+		blocks, in = g.fixedPrompt()
+	case ShapeChat:
+		in = min(1+g.rng.IntN(2*g.c.PromptTokens-1), g.c.MaxInputTokens)
+		blocks = g.fresh(nil, (in+bs-1)/bs)
+	default:
+		if g.c.Shape == ShapeHotPrefix {
+			blocks = g.hotPrefixPrompt()
+		} else {
+			blocks = g.prompt()
+		}
+		in = min(len(blocks)*bs-g.rng.IntN(bs), g.c.MaxInputTokens)
+	}
 	sigma := g.c.OutputSigma
 	mu := math.Log(g.c.OutputMean) - sigma*sigma/2
 	out := math.Round(math.Exp(mu + sigma*g.rng.NormFloat64()))
@@ -141,6 +208,30 @@ func (g *generator) request(arrival time.Duration) Request {
 		OutputTokens: int(max(1, min(out, maxGenOutput))),
 		Blocks:       blocks,
 	}
+}
+
+// fixedPrompt returns the one prompt of ShapeFixed: the same blocks and
+// length every time.
+func (g *generator) fixedPrompt() ([]uint64, int) {
+	in := min(g.c.PromptTokens, g.c.MaxInputTokens)
+	if len(g.hot) == 0 {
+		g.hot = []prefix{{depth: (in + g.c.BlockSize - 1) / g.c.BlockSize}}
+	}
+	return g.ids(&g.hot[0]), in
+}
+
+// hotPrefixPrompt draws a ShapeHotPrefix prompt: with probability
+// PrefixShare the hot prefix, otherwise as many fresh blocks, followed by a
+// unique suffix of 1..SuffixMaxBlocks blocks.
+func (g *generator) hotPrefixPrompt() []uint64 {
+	depth := g.hot[0].depth
+	var base []uint64
+	if g.rng.Float64() < g.c.PrefixShare {
+		base = g.ids(&g.hot[0])
+	} else {
+		base = g.fresh(make([]uint64, 0, depth), depth)
+	}
+	return g.extend(base, 1+g.rng.IntN(g.c.SuffixMaxBlocks))
 }
 
 // prompt draws the blocks of the next prompt: a session's next turn or the

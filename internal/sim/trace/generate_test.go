@@ -295,7 +295,7 @@ func TestGenConfigWithDefaults(t *testing.T) {
 		d.TurnBlocks != 4 || d.SuffixMaxBlocks != 8 || d.OutputMean != 300 || d.MaxInputTokens != 32768 {
 		t.Errorf("GenConfig{}.withDefaults() = %+v", d)
 	}
-	if dd := d.withDefaults(); dd != d {
+	if dd := d.withDefaults(); !reflect.DeepEqual(dd, d) {
 		t.Errorf("withDefaults is not idempotent: %+v then %+v", d, dd)
 	}
 	off := GenConfig{Prefixes: -1, HotPrompts: -1, SessionProb: -1}.withDefaults()

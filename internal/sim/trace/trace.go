@@ -24,6 +24,9 @@ type Request struct {
 	// Blocks are the chained block hashes of the prompt: equal values mean
 	// equal prefixes. Never empty in traces of this package.
 	Blocks []uint64
+	// SLO is this request's own TTFT objective; 0: the simulator's
+	// default (--slo). Written and read as the optional "slo_ms" field.
+	SLO time.Duration
 }
 
 // Trace is a request trace. Requests are sorted by Arrival (ties keep their

@@ -35,6 +35,8 @@ func Write(w io.Writer, t *Trace) error {
 			what = fmt.Sprintf("output tokens must be >= 0, got %d", r.OutputTokens)
 		case len(r.Blocks) == 0:
 			what = "no blocks"
+		case r.SLO < 0:
+			what = fmt.Sprintf("SLO %v is negative", r.SLO)
 		default:
 			continue
 		}
@@ -68,7 +70,12 @@ func appendRecord(b []byte, r Request) []byte {
 		}
 		b = strconv.AppendUint(b, id, 10)
 	}
-	return append(b, "]}\n"...)
+	b = append(b, ']')
+	if r.SLO > 0 {
+		b = append(b, `, "slo_ms": `...)
+		b = appendMillis(b, r.SLO)
+	}
+	return append(b, "}\n"...)
 }
 
 // appendMillis appends d >= 0 in milliseconds: an integer when whole,
