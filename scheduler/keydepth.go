@@ -18,7 +18,8 @@ import (
 //
 // A request counts toward every prefix of its key, plus one block beyond it
 // (a look-ahead that lets a hot child split in the same round as its
-// parent). So a parent's share is all the traffic under it and a split hot
+// parent), or, once its key is split, every prefix of its prompt (up to
+// MaxDepth). So a parent's share is all the traffic under it and a split hot
 // prefix never looks cold one level up, which would make it flap.
 //
 // Decisions are taken only when a window bucket closes, in a fixed order, so
@@ -246,6 +247,13 @@ func (k *keyDepth) observe(blocks []uint64, d int, now time.Duration) (changed b
 		k.markEnd(k.key(blocks, d))
 	}
 	last := min(d+1, L, k.cfg.MaxDepth)
+	if d > k.baseDepth(blocks) {
+		// A prefix already split is hot: count its whole chain, so the
+		// key grows to where its traffic diverges in one more rotation
+		// instead of one block per rotation (an identical prompt reaches
+		// its full length, where it can be replicated, in three).
+		last = min(L, k.cfg.MaxDepth)
+	}
 	b := k.buckets[k.cur]
 	// From the prompt's unsplit key (below MinDepth for short prompts, so
 	// their keys are counted and can split too) to one past its key.
