@@ -78,8 +78,13 @@ type CostConfig struct {
 	// memory (default 2: three times the estimate; negative: off).
 	MemoryKnee, MemoryWeight float64
 	// MaxSeqs is the sequences an engine runs at once (vLLM's max_num_seqs;
-	// default 256); requests beyond it wait for a slot.
+	// default Queue.MaxRunning when set, else 256); requests beyond it wait
+	// for a slot.
 	MaxSeqs int
+	// ServiceTime is the prior of S, the mean seconds from dispatch to
+	// completion, until completions are observed (default 20: a few
+	// hundred output tokens at ~0.05 s a step).
+	ServiceTime float64
 	// KVTokens is an instance's KV memory in tokens (e.g. HBM bytes /
 	// KV bytes per token), for the router's own memory estimate from the
 	// prompts it has in flight there (default 0: only the engine's report,
@@ -112,6 +117,9 @@ func (c CostConfig) withDefaults() CostConfig {
 	if c.MaxSeqs == 0 {
 		c.MaxSeqs = 256
 	}
+	if c.ServiceTime == 0 {
+		c.ServiceTime = 20
+	}
 	if c.MemoryKnee == 0 {
 		c.MemoryKnee = 0.85
 	}
@@ -141,6 +149,8 @@ func (c CostConfig) validate() error {
 		return fmt.Errorf("cost.memory_knee must be in (0, 1), got %g", c.MemoryKnee)
 	case math.IsNaN(c.MemoryWeight) || math.IsInf(c.MemoryWeight, 0) || c.MemoryWeight > 100:
 		return fmt.Errorf("cost.memory_weight must be a number <= 100, got %g", c.MemoryWeight)
+	case !(c.ServiceTime > 0) || math.IsInf(c.ServiceTime, 0):
+		return fmt.Errorf("cost.service_time must be a positive number of seconds, got %g", c.ServiceTime)
 	case c.MaxSeqs < 1:
 		return fmt.Errorf("cost.max_seqs must be >= 1, got %d", c.MaxSeqs)
 	case c.KVTokens < 0:
@@ -155,7 +165,7 @@ type estimator struct {
 	cfg   *CostConfig
 	costv atomicFloat // c: seconds per prefill token
 	stepv atomicFloat // k: scale of the step overhead
-	svc   atomicFloat // S: mean seconds from dispatch to completion (0: none seen)
+	svc   atomicFloat // S: mean seconds from dispatch to completion
 	// The configuration's fixed terms, negatives as 0.
 	reqTokens       float64
 	stepBase, perSq float64
@@ -169,6 +179,7 @@ func newEstimator(cfg *CostConfig, cost, step float64) *estimator {
 		memW: max(cfg.MemoryWeight, 0)}
 	e.costv.set(cost)
 	e.stepv.set(step)
+	e.svc.set(cfg.ServiceTime)
 	return e
 }
 
@@ -245,7 +256,7 @@ func (e *estimator) slotWait(l load) float64 {
 func (e *estimator) serviceTime() float64 { return e.svc.get() }
 
 // observeService refines S from one request's time from dispatch to
-// completion (an exponential average over about 100 requests).
+// completion (an exponential average over about 50 requests).
 func (e *estimator) observeService(d float64) {
 	if !(d > 0) || math.IsInf(d, 0) {
 		return
@@ -253,11 +264,7 @@ func (e *estimator) observeService(d float64) {
 	for {
 		old := e.svc.bits.Load()
 		v := math.Float64frombits(old)
-		if v == 0 {
-			v = d
-		} else {
-			v += 0.01 * (d - v)
-		}
+		v += 0.02 * (d - v)
 		if e.svc.bits.CompareAndSwap(old, math.Float64bits(v)) {
 			return
 		}

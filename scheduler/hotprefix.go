@@ -15,6 +15,11 @@ import (
 // and one set of Candidates instances takes a share of the traffic that
 // could need the whole pool.
 //
+// The key-depth window also counts every request's whole prompt, so an
+// identical prompt is found hot in the first rotation, whatever the depth
+// its key has reached; a request whose key or whole prompt is replicated
+// takes a variant of its key.
+//
 // Such a key is replicated instead: when its share of the window exceeds
 // the split threshold (SplitFactor/n), it gets R = ceil(2 share / threshold)
 // variants (at most MaxReplicas and 2n: with sets of a few candidates, n

@@ -35,6 +35,7 @@ type InstanceState struct {
 	CachedBlocks  int        // size of the KV index
 	CostPerToken  float64
 	StepScale     float64   // learned scale of the step overhead (see estimator.go)
+	ServiceTime   float64   // learned mean seconds from dispatch to completion
 	Prefilling    int       // dispatched requests not yet through prefill
 	Memory        float64   // KV memory in use as the estimate reads it (fraction)
 	Estimate      TTFTTerms // estimated TTFT of a new fully cached request, by term
@@ -290,7 +291,7 @@ func (in *instance) state() InstanceState {
 		Queued: in.nqueued.get(), QueuedTokens: in.queuedTokens.get(),
 		PendingTokens: in.pendingTokens.get(), Running: in.running.get(), Remote: in.remote.load(),
 		Engine:       EngineLoad{Waiting: in.engineWaiting.get(), Running: in.engineRunning.get(), KVUsage: in.engineKV.get()},
-		CachedBlocks: blocks, CostPerToken: in.est.cost(), StepScale: in.est.stepScale(),
+		CachedBlocks: blocks, CostPerToken: in.est.cost(), StepScale: in.est.stepScale(), ServiceTime: in.est.serviceTime(),
 		Prefilling: in.prefilling.get(), Memory: in.memory(),
 		Estimate: in.est.terms(in.load(), 0),
 	}

@@ -262,6 +262,15 @@ func (k *keyDepth) observe(blocks []uint64, d int, now time.Duration) (changed b
 		b[h]++
 		k.counts[h]++
 	}
+	if last < L && k.cfg.MaxReplicas >= 0 {
+		// The whole prompt too: identical prompts are found hot, and
+		// replicated (hotprefix.go), in the first rotation, before their
+		// key has grown to their full length.
+		h := k.at(blocks, L)
+		b[h]++
+		k.counts[h]++
+		k.markEnd(h)
+	}
 	k.bucketTotal[k.cur]++
 	k.total++
 	if k.cfg.WindowDuration == 0 && k.bucketTotal[k.cur] >= k.cfg.Window/k.cfg.Buckets {

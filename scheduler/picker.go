@@ -37,7 +37,11 @@ func (p *picker) keyFor(r *Request) (int, uint64, bool) {
 	d := p.kd.depthWith(p.split, r.Blocks)
 	key := p.kd.key(r.Blocks, d)
 	if p.replicas != nil {
-		if n := p.replicas[key]; n > 1 {
+		n := p.replicas[key]
+		if n <= 1 && len(r.Blocks) > 0 {
+			n = p.replicas[r.Blocks[len(r.Blocks)-1]] // the whole prompt is hot
+		}
+		if n > 1 {
 			return d, variant(key, p.spin.Add(1)%uint64(n)), true
 		}
 	}

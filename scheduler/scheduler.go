@@ -64,6 +64,9 @@ func (c Config) withDefaults() Config {
 		c.Now = time.Now
 	}
 	c.KeyDepth = c.KeyDepth.withDefaults()
+	if c.Cost.MaxSeqs == 0 && c.Queue.MaxRunning > 0 {
+		c.Cost.MaxSeqs = c.Queue.MaxRunning
+	}
 	c.Cost = c.Cost.withDefaults()
 	c.Queue = c.Queue.withDefaults()
 	c.Rebalance = c.Rebalance.withDefaults()
