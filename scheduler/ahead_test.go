@@ -9,7 +9,8 @@ import (
 // this replica's queued (less late) and pending tokens plus the other
 // replicas' queued and pending tokens, or the engine's own queue at the
 // average request size when that is longer. Pick's EstimatedTTFT shows it:
-// per-token cost x (ahead + the request's own uncached tokens).
+// per-token cost x (ahead + the request's own uncached tokens), with the
+// estimate's other terms off (see estimator_test.go for those).
 func TestAheadCountsEveryLoad(t *testing.T) {
 	const own = 512 // the probe's one uncached block
 	tests := []struct {
@@ -62,7 +63,7 @@ func TestAheadCountsEveryLoad(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := Config{Policy: "least-loaded", Queue: QueueConfig{Budget: 1000}, Cost: CostConfig{PerToken: 1e-4, LearnRate: -1}}
+			cfg := Config{Policy: "least-loaded", Queue: QueueConfig{Budget: 1000}, Cost: bare(CostConfig{PerToken: 1e-4, LearnRate: -1})}
 			s, clk := mustNew(t, cfg, 1)
 			id := pool(1)[0].ID
 			tt.setup(t, s, clk, id)

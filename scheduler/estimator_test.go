@@ -3,13 +3,20 @@ package scheduler
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
+// bare is a cost configuration whose estimate is the prefill term alone.
+func bare(c CostConfig) CostConfig {
+	c.RequestTokens, c.StepBase, c.DecodePerSeq, c.MemoryWeight = -1, -1, -1, -1
+	return c.withDefaults()
+}
+
 func TestEstimatorLearnsAndResistsOutliers(t *testing.T) {
-	cfg := CostConfig{PerToken: 0.0001}.withDefaults()
-	e := newEstimator(&cfg, cfg.PerToken)
-	if got := e.ttft(1000, 500); math.Abs(got-0.15) > 1e-9 {
+	cfg := bare(CostConfig{PerToken: 0.0001})
+	e := newEstimator(&cfg, cfg.PerToken, 1)
+	if got := e.ttft(load{ahead: 1000}, 500); math.Abs(got-0.15) > 1e-9 {
 		t.Fatalf("ttft() = %v, want 0.15", got)
 	}
 	rng := rand.New(rand.NewPCG(1, 1))
@@ -20,34 +27,110 @@ func TestEstimatorLearnsAndResistsOutliers(t *testing.T) {
 		if i%10 == 0 {
 			ttft *= 50 // an outlier: stuck behind something
 		}
-		e.observe(work, work/2, ttft)
+		e.observe(e.sampleOf(load{ahead: work - work/2}, work/2), ttft)
 	}
 	if rel := math.Abs(e.cost()-truth) / truth; rel > 0.2 {
 		t.Errorf("learned cost = %g, want within 20%% of %g", e.cost(), truth)
 	}
 	// One huge outlier barely moves it.
 	before := e.cost()
-	e.observe(1000, 1000, 1000)
+	e.observe(e.sampleOf(load{}, 1000), 1000)
 	if e.cost() > before*1.05 {
 		t.Errorf("one outlier moved cost from %g to %g, want < 5%%", before, e.cost())
 	}
 	// Garbage is ignored.
-	e.observe(0, 0, 1)
-	e.observe(100, 10, math.NaN())
-	e.observe(100, 10, -1)
+	e.observe(e.sampleOf(load{}, 0), 1)
+	e.observe(e.sampleOf(load{}, 10), math.NaN())
+	e.observe(e.sampleOf(load{}, 10), -1)
 	if math.IsNaN(e.cost()) || e.cost() <= 0 {
 		t.Errorf("cost = %g after bad observations", e.cost())
 	}
 }
 
 func TestEstimatorQuadraticAndDisabled(t *testing.T) {
-	cfg := CostConfig{PerToken: 0.001, Quadratic: 1e-6, LearnRate: -1}.withDefaults()
-	e := newEstimator(&cfg, cfg.PerToken)
-	if got, want := e.ttft(0, 1000), 1.0+1.0; math.Abs(got-want) > 1e-9 {
+	cfg := bare(CostConfig{PerToken: 0.001, Quadratic: 1e-6, LearnRate: -1})
+	e := newEstimator(&cfg, cfg.PerToken, 1)
+	if got, want := e.ttft(load{}, 1000), 1.0+1.0; math.Abs(got-want) > 1e-9 {
 		t.Errorf("ttft() = %v, want %v", got, want)
 	}
-	e.observe(1000, 1000, 100)
+	e.observe(e.sampleOf(load{}, 1000), 100)
 	if e.cost() != 0.001 {
 		t.Errorf("cost = %g with learning off, want unchanged", e.cost())
+	}
+}
+
+// The terms of the estimate: a fully cached request is not free, a decode
+// batch slows every step, a full KV memory multiplies the wait.
+func TestEstimatorTerms(t *testing.T) {
+	cfg := CostConfig{PerToken: 0.0001, RequestTokens: 100, StepTokens: 1000, StepBase: 0.01, DecodePerSeq: 0.001,
+		MemoryKnee: 0.5, MemoryWeight: 2}.withDefaults()
+	e := newEstimator(&cfg, cfg.PerToken, 1)
+	// Idle, fully cached: W = 100 (one request), steps = 1.1.
+	got := e.terms(load{}, 0)
+	if want := (TTFTTerms{Prefill: 0.01, Decode: 1.1 * 0.01}); math.Abs(got.Prefill-want.Prefill) > 1e-12 ||
+		math.Abs(got.Decode-want.Decode) > 1e-12 || got.Memory != 0 || math.Abs(got.Total-0.021) > 1e-12 {
+		t.Errorf("idle cached terms = %+v, want prefill 0.01 decode 0.011 memory 0", got)
+	}
+	// 100 running sequences: every step 0.1 s slower.
+	busy := e.terms(load{running: 100}, 0)
+	if want := 1.1 * (0.01 + 0.1); math.Abs(busy.Decode-want) > 1e-12 {
+		t.Errorf("decode term with 100 running = %v, want %v", busy.Decode, want)
+	}
+	// Memory at 75%: half way from the knee to full, factor 1 + 2*0.5.
+	mem := e.terms(load{memory: 0.75}, 0)
+	if math.Abs(mem.Memory-(mem.Prefill+mem.Decode)) > 1e-12 {
+		t.Errorf("memory term at 75%% = %v, want %v", mem.Memory, mem.Prefill+mem.Decode)
+	}
+	if tt := e.ttft(load{ahead: 5000, requests: 3, running: 40, memory: 0.9}, 700); math.Abs(tt-e.terms(load{ahead: 5000, requests: 3, running: 40, memory: 0.9}, 700).Total) > 1e-12 {
+		t.Errorf("ttft %v differs from terms().Total", tt)
+	}
+}
+
+// The step overhead's scale is learned from requests whose TTFT is mostly
+// step overhead (cached requests on busy instances), the per-token cost
+// from long prefills: both converge from priors off by 3x.
+func TestEstimatorLearnsStepScale(t *testing.T) {
+	cfg := CostConfig{PerToken: 0.0001, StepTokens: 4096, StepBase: 0.02, DecodePerSeq: 0.001}.withDefaults()
+	e := newEstimator(&cfg, cfg.PerToken, 1)
+	const trueCost, trueScale = 0.0003, 0.33
+	rng := rand.New(rand.NewPCG(2, 2))
+	for i := 0; i < 3000; i++ {
+		var l load
+		u := 0
+		if rng.IntN(2) == 0 {
+			u = 2000 + rng.IntN(15000) // a long prefill on a quiet instance
+			l.running = rng.IntN(5)
+		} else {
+			l.running = 20 + rng.IntN(200) // a cached request on a busy one
+		}
+		s := e.sampleOf(l, u)
+		ttft := (trueCost*s.work + trueScale*s.steps) * (0.95 + 0.1*rng.Float64())
+		e.observe(s, ttft)
+	}
+	if rel := math.Abs(e.cost()-trueCost) / trueCost; rel > 0.15 {
+		t.Errorf("learned cost = %g, want within 15%% of %g", e.cost(), trueCost)
+	}
+	if rel := math.Abs(e.stepScale()-trueScale) / trueScale; rel > 0.25 {
+		t.Errorf("learned step scale = %g, want within 25%% of %g", e.stepScale(), trueScale)
+	}
+}
+
+func TestCostConfigRejectsBadLoadTerms(t *testing.T) {
+	for _, c := range []struct {
+		cfg  CostConfig
+		want string
+	}{
+		{CostConfig{StepTokens: -1}, "cost.step_tokens"},
+		{CostConfig{MemoryKnee: 1}, "cost.memory_knee"},
+		{CostConfig{MemoryKnee: -0.5}, "cost.memory_knee"},
+		{CostConfig{StepBase: math.NaN()}, "cost.step_base"},
+		{CostConfig{DecodePerSeq: math.Inf(1)}, "cost.decode_per_seq"},
+		{CostConfig{MemoryWeight: math.NaN()}, "cost.memory_weight"},
+		{CostConfig{KVTokens: -3}, "cost.kv_tokens"},
+	} {
+		err := c.cfg.withDefaults().validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: err = %v, want one naming %s", c.cfg, err, c.want)
+		}
 	}
 }

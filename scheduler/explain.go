@@ -38,9 +38,9 @@ func (p *picker) explain(e *Explain, r *Request, cands []int32, chosen int32) {
 	for k, c := range cands {
 		in := p.members[c]
 		cached := in.cachedTokens(r, p.blockSize)
-		ahead := in.ahead()
-		e.Candidates[k] = Candidate{ID: in.ID, CachedTokens: cached, PendingTokens: ahead,
-			EstimatedTTFT: seconds(in.est.ttft(ahead, r.Tokens-cached))}
+		l := in.load()
+		e.Candidates[k] = Candidate{ID: in.ID, CachedTokens: cached, PendingTokens: l.ahead,
+			EstimatedTTFT: seconds(in.est.ttft(l, r.Tokens-cached))}
 		if c == chosen {
 			e.Chosen = k
 		}

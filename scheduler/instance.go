@@ -34,6 +34,11 @@ type InstanceState struct {
 	Engine        EngineLoad // the instance's own report (SetEngineLoad)
 	CachedBlocks  int        // size of the KV index
 	CostPerToken  float64
+	StepScale     float64   // learned scale of the step overhead (see estimator.go)
+	ServiceTime   float64   // learned mean seconds from dispatch to completion
+	Prefilling    int       // dispatched requests not yet through prefill
+	Memory        float64   // KV memory in use as the estimate reads it (fraction)
+	Estimate      TTFTTerms // estimated TTFT of a new fully cached request, by term
 }
 
 // instance is the scheduler's live state of one member.
@@ -69,7 +74,12 @@ type instance struct {
 	// avgUncached an average of the uncached tokens of requests sent to it,
 	// to turn the engine's queue length into tokens.
 	engineWaiting, engineRunning counter
+	engineKV                     atomicFloat // KV memory in use, fraction
 	avgUncached                  atomicFloat
+	// prefilling counts the dispatched requests not yet through prefill,
+	// kvTokens the prompt tokens of those dispatched and not completed
+	// (the router's own estimate of the KV memory they hold).
+	prefilling, kvTokens counter
 
 	kv *kvIndex
 	// recent is an exponentially decayed sum of the uncached tokens of
@@ -172,9 +182,51 @@ func (in *instance) ahead() int {
 }
 
 // EngineLoad is the load an instance reports about itself (e.g. vLLM's
-// vllm:num_requests_waiting and vllm:num_requests_running).
+// vllm:num_requests_waiting, vllm:num_requests_running and
+// vllm:kv_cache_usage_perc).
 type EngineLoad struct {
 	Waiting, Running int
+	// KVUsage is the fraction of the engine's KV memory in use, in [0, 1]
+	// (0 when not reported).
+	KVUsage float64
+}
+
+// load is what the TTFT estimate reads of the instance now: the work this
+// replica and the others put there, or the engine's own report where it
+// says more.
+func (in *instance) load() load {
+	reqs := in.prefilling.get() + in.nqueued.get() + in.remote.Queued.get()
+	run := min(max(in.inFlight(), in.engineRunning.get()), in.est.cfg.MaxSeqs)
+	return load{
+		ahead:    in.ahead(),
+		requests: max(reqs, in.engineWaiting.get()),
+		running:  run,
+		occupied: max(in.inFlight(), in.engineRunning.get()+in.engineWaiting.get()),
+		memory:   in.memory(),
+	}
+}
+
+// memory is the fraction of the instance's KV memory in use: the engine's
+// report, or the router's estimate from the prompts in flight there when
+// Cost.KVTokens is set, whichever is higher.
+func (in *instance) memory() float64 {
+	m := in.engineKV.get()
+	if kv := in.est.cfg.KVTokens; kv > 0 {
+		m = max(m, float64(in.kvTokens.get())/float64(kv))
+	}
+	return m
+}
+
+// ttft is the estimated TTFT in seconds of a new request with uncached
+// tokens of its own.
+func (in *instance) ttft(uncached int) float64 { return in.est.ttft(in.load(), uncached) }
+
+// ttftAt is ttft with ahead tokens of prefill work ahead instead of the
+// instance's own figure (the rebalancer's what-if).
+func (in *instance) ttftAt(ahead, uncached int) float64 {
+	l := in.load()
+	l.ahead = ahead
+	return in.est.ttft(l, uncached)
 }
 
 // requests is the number of requests running or queued for the instance,
@@ -238,8 +290,10 @@ func (in *instance) state() InstanceState {
 		ID: in.ID, Healthy: in.healthy, Draining: in.draining,
 		Queued: in.nqueued.get(), QueuedTokens: in.queuedTokens.get(),
 		PendingTokens: in.pendingTokens.get(), Running: in.running.get(), Remote: in.remote.load(),
-		Engine:       EngineLoad{Waiting: in.engineWaiting.get(), Running: in.engineRunning.get()},
-		CachedBlocks: blocks, CostPerToken: in.est.cost(),
+		Engine:       EngineLoad{Waiting: in.engineWaiting.get(), Running: in.engineRunning.get(), KVUsage: in.engineKV.get()},
+		CachedBlocks: blocks, CostPerToken: in.est.cost(), StepScale: in.est.stepScale(), ServiceTime: in.est.serviceTime(),
+		Prefilling: in.prefilling.get(), Memory: in.memory(),
+		Estimate: in.est.terms(in.load(), 0),
 	}
 }
 

@@ -18,7 +18,8 @@ import (
 //
 // A request counts toward every prefix of its key, plus one block beyond it
 // (a look-ahead that lets a hot child split in the same round as its
-// parent). So a parent's share is all the traffic under it and a split hot
+// parent), or, once its key is split, every prefix of its prompt (up to
+// MaxDepth). So a parent's share is all the traffic under it and a split hot
 // prefix never looks cold one level up, which would make it flap.
 //
 // Decisions are taken only when a window bucket closes, in a fixed order, so
@@ -54,6 +55,10 @@ type KeyDepthConfig struct {
 	SplitFactor, MergeFactor float64
 	// MaxSplits bounds the number of split prefixes (default 4096).
 	MaxSplits int
+	// MaxReplicas bounds the candidate sets a hot key that cannot be split
+	// deeper is spread over (default 64, and never more than the pool;
+	// negative: off). See hotprefix.go.
+	MaxReplicas int
 }
 
 func (c KeyDepthConfig) withDefaults() KeyDepthConfig {
@@ -74,6 +79,9 @@ func (c KeyDepthConfig) withDefaults() KeyDepthConfig {
 	}
 	if c.MaxSplits == 0 {
 		c.MaxSplits = 4096
+	}
+	if c.MaxReplicas == 0 {
+		c.MaxReplicas = 64
 	}
 	if c.SplitFactor == 0 {
 		c.SplitFactor = 1
@@ -127,6 +135,11 @@ type keyDepth struct {
 	rotations   uint64
 	bucketStart time.Duration // time-based windows only
 	scratch     []uint64      // reused at rotation
+
+	// ends are the keys seen that could not be lengthened, replicas the
+	// variant counts of the hot ones (see hotprefix.go).
+	ends     map[uint64]struct{}
+	replicas map[uint64]uint32
 }
 
 // newKeyDepth returns a table over prompts hashed in blocks of blockSize
@@ -144,6 +157,8 @@ func newKeyDepth(cfg KeyDepthConfig, n, blockSize int) *keyDepth {
 		counts:      make(map[uint64]uint32),
 		buckets:     make([]map[uint64]uint32, cfg.Buckets),
 		bucketTotal: make([]int, cfg.Buckets),
+		ends:        make(map[uint64]struct{}),
+		replicas:    make(map[uint64]uint32),
 	}
 	for i := range k.buckets {
 		k.buckets[i] = make(map[uint64]uint32)
@@ -228,7 +243,17 @@ func (k *keyDepth) observe(blocks []uint64, d int, now time.Duration) (changed b
 		}
 	}
 	L := k.keyBlocks(blocks)
+	if d >= L || d >= k.cfg.MaxDepth {
+		k.markEnd(k.key(blocks, d))
+	}
 	last := min(d+1, L, k.cfg.MaxDepth)
+	if d > k.baseDepth(blocks) {
+		// A prefix already split is hot: count its whole chain, so the
+		// key grows to where its traffic diverges in one more rotation
+		// instead of one block per rotation (an identical prompt reaches
+		// its full length, where it can be replicated, in three).
+		last = min(L, k.cfg.MaxDepth)
+	}
 	b := k.buckets[k.cur]
 	// From the prompt's unsplit key (below MinDepth for short prompts, so
 	// their keys are counted and can split too) to one past its key.
@@ -236,6 +261,15 @@ func (k *keyDepth) observe(blocks []uint64, d int, now time.Duration) (changed b
 		h := k.at(blocks, j)
 		b[h]++
 		k.counts[h]++
+	}
+	if last < L && k.cfg.MaxReplicas >= 0 {
+		// The whole prompt too: identical prompts are found hot, and
+		// replicated (hotprefix.go), in the first rotation, before their
+		// key has grown to their full length.
+		h := k.at(blocks, L)
+		b[h]++
+		k.counts[h]++
+		k.markEnd(h)
 	}
 	k.bucketTotal[k.cur]++
 	k.total++
@@ -295,6 +329,7 @@ func (k *keyDepth) rotate() (changed bool) {
 			k.split[h] = k.rotations
 		}
 		changed = changed || len(k.scratch) > 0
+		changed = k.replicate() || changed
 	}
 	k.cur = (k.cur + 1) % len(k.buckets)
 	old := k.buckets[k.cur]
@@ -364,4 +399,4 @@ func (k *keyDepth) splits() map[uint64]uint64 { return maps.Clone(k.split) }
 
 // memory returns the number of prefixes the table tracks (for tests and
 // metrics): window counts plus splits.
-func (k *keyDepth) memory() int { return len(k.counts) + len(k.split) }
+func (k *keyDepth) memory() int { return len(k.counts) + len(k.split) + len(k.ends) }

@@ -114,9 +114,10 @@ func TestKeyDepthImportedSplitsHeldAWindow(t *testing.T) {
 	}
 }
 
-// The look-ahead counts one block past a request's key, so a prefix hot
-// several blocks deep splits two levels per rotation: its key grows from 2
-// to past the shared part in 3 rotations instead of 5.
+// The look-ahead counts one block past a request's key (the whole prompt
+// once the key is split), so a prefix hot several blocks deep splits two
+// levels in the first rotation and the rest in the second: its key grows
+// from 2 to past the shared part in 2 rotations instead of 5.
 func TestKeyDepthLookAheadRotations(t *testing.T) {
 	cfg := KeyDepthConfig{Window: 1000}.withDefaults()
 	k := newKeyDepth(cfg, 8, 512)
@@ -130,7 +131,7 @@ func TestKeyDepthLookAheadRotations(t *testing.T) {
 		return prompt(u, u, 0, 10)
 	}
 	probe := prompt(5, 1<<40, 6, 10)
-	want := []int{4, 6, 7, 7, 7} // depth after each rotation; 7 is one block past the shared six
+	want := []int{4, 7, 7, 7, 7} // depth after each rotation; 7 is one block past the shared six
 	var got []int
 	for range want {
 		if n := rotateWith(k, next); n != cfg.Window/cfg.Buckets {

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,6 +20,8 @@ type picker struct {
 	nready     int
 	rings      *ringSet
 	split      map[uint64]uint64 // copy of the key-depth table's split set
+	replicas   map[uint64]uint32 // copy of its replica counts (nil: none)
+	spin       *atomic.Uint64    // the Scheduler's: which variant of a replicated key comes next
 	kd         *keyDepth         // only its configuration is read
 	policy     policy
 	policyName string
@@ -26,13 +29,24 @@ type picker struct {
 	slo        time.Duration // the default TTFT objective
 }
 
-// keyFor returns r's key depth and ring key.
-func (p *picker) keyFor(r *Request) (int, uint64) {
+// keyFor returns r's key depth and ring key, and whether the key is a hot
+// one replicated over several candidate sets (see hotprefix.go).
+func (p *picker) keyFor(r *Request) (int, uint64, bool) {
 	if r.Session != 0 {
-		return 0, r.Session
+		return 0, r.Session, false
 	}
 	d := p.kd.depthWith(p.split, r.Blocks)
-	return d, p.kd.key(r.Blocks, d)
+	key := p.kd.key(r.Blocks, d)
+	if p.replicas != nil {
+		n := p.replicas[key]
+		if n <= 1 && len(r.Blocks) > 0 {
+			n = p.replicas[r.Blocks[len(r.Blocks)-1]] // the whole prompt is hot
+		}
+		if n > 1 {
+			return d, variant(key, p.spin.Add(1)%uint64(n)), true
+		}
+	}
+	return d, key, false
 }
 
 func (p *picker) sloOf(r *Request) time.Duration {
@@ -112,6 +126,8 @@ func (s *Scheduler) publish() {
 		nready:     s.nready,
 		rings:      s.rings,
 		split:      s.kd.splits(),
+		replicas:   s.kd.replicaSet(),
+		spin:       &s.spin,
 		kd:         s.kd,
 		policy:     s.policy,
 		policyName: s.cfg.Policy,
@@ -126,5 +142,6 @@ func (s *Scheduler) publish() {
 func (s *Scheduler) publishSplits() {
 	p := *s.pick.Load()
 	p.split = s.kd.splits()
+	p.replicas = s.kd.replicaSet()
 	s.pick.Store(&p)
 }

@@ -54,8 +54,7 @@ func (v *view) cached(i int32, r *Request) int { return v.members[i].cachedToken
 // ttft is the estimated TTFT in seconds of r on member i, given i holds
 // cached of its tokens.
 func (v *view) ttft(i int32, r *Request, cached int) float64 {
-	in := v.members[i]
-	return in.est.ttft(in.ahead(), r.Tokens-cached)
+	return v.members[i].ttft(r.Tokens - cached)
 }
 
 // minTTFT returns the ready member with the lowest estimated TTFT for r over

@@ -15,6 +15,9 @@ import (
 // lower estimated TTFT. With overflow "global", a request whose candidates
 // would all miss the SLO goes to the instance with the lowest estimated
 // TTFT in the whole pool: an escape valve for a prefix too hot for its set.
+// A hot key that key depth cannot split and that is replicated over several
+// candidate sets (hotprefix.go) is balanced instead: each of its candidates
+// counts as holding the prefix, and the lowest estimate wins.
 //
 // Parameters (defaults chosen by the simulator search in
 // docs/evaluation.md; the paper's literal settings in brackets):
@@ -96,6 +99,12 @@ func (d *dualMap) pick(v *view, r *Request, cands []int32) (choice, error) {
 	switch {
 	case len(cands) == 1:
 		reason = ReasonOnly
+	case r.hot && d.Choice == "slo":
+		// A hot key replicated over several candidate sets: each
+		// candidate will hold the prefix after its first request, so the
+		// one cold prefill is not worth a hotspot. The lowest estimate as
+		// if every candidate held the longest cached prefix wins.
+		pick, reason = hotPick(v, r, cands, maxCached), ReasonTie
 	case d.Choice == "cache":
 		if allEqual {
 			reason = ReasonTie
@@ -130,6 +139,18 @@ func (d *dualMap) pick(v *view, r *Request, cands []int32) (choice, error) {
 		}
 	}
 	return choice{inst: cands[pick], fallback: fb, reason: reason}, nil
+}
+
+// hotPick returns the candidate with the lowest estimated TTFT for r as if
+// each held cached of its tokens.
+func hotPick(v *view, r *Request, cands []int32, cached int) int {
+	best, bestT := 0, math.Inf(1)
+	for k, c := range cands {
+		if t := v.members[c].ttft(r.Tokens - cached); t < bestT {
+			best, bestT = k, t
+		}
+	}
+	return best
 }
 
 var _ policy = (*dualMap)(nil)

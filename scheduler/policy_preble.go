@@ -13,8 +13,12 @@ import (
 //   - explore: otherwise choose among all ready instances;
 //   - either way by load cost = the instance's recent prefill load (uncached
 //     tokens dispatched to it, decayed with a 3-minute time constant, standing
-//     in for Preble's 3-minute history window) plus this request's uncached
-//     tokens there;
+//     in for Preble's 3-minute history window) plus this request's cost
+//     there: the TTFT estimate every policy shares (estimator.go), in
+//     prefill tokens, less the queue the recent load already counts. So a
+//     cached request still costs its per-request share, and an instance's
+//     decode batch, memory pressure and full sequence slots count as in
+//     Preble's own load cost, which includes decode;
 //   - rebalance: when the chosen instance's load cost exceeds `imbalance`
 //     times the lowest in the pool, the lowest takes it.
 type preble struct {
@@ -49,7 +53,7 @@ func (p *preble) pick(v *view, r *Request, cands []int32) (choice, error) {
 			continue
 		}
 		c := v.cached(int32(i), r)
-		cost := in.recentLoad(v.now, prebleWindow) + float64(r.Tokens-c)
+		cost := in.recentLoad(v.now, prebleWindow) + max(in.ttft(r.Tokens-c)/in.est.cost()-float64(in.ahead()), 0)
 		if cost < leastCost {
 			least, leastCost = int32(i), cost
 		}

@@ -179,7 +179,7 @@ func (s *Scheduler) planFrom(src *instance, now time.Duration) {
 // whose queued plus pending work is srcLoad.
 func (s *Scheduler) bestMove(r *Request, src *instance, srcLoad int, now time.Duration) (Move, bool) {
 	slo := (s.sloOf(r) - (now - r.arrived)).Seconds() // what is left of it
-	from := src.est.ttft(srcLoad-r.uncached, r.uncached)
+	from := src.ttftAt(srcLoad-r.uncached, r.uncached)
 	var best Move
 	found := false
 	try := func(to *instance) {
@@ -187,7 +187,7 @@ func (s *Scheduler) bestMove(r *Request, src *instance, srcLoad int, now time.Du
 			return
 		}
 		cached := to.cachedTokens(r, s.cfg.BlockSize)
-		t := to.est.ttft(to.ahead()+s.added[to.idx], r.Tokens-cached)
+		t := to.ttftAt(to.ahead()+s.added[to.idx], r.Tokens-cached)
 		b := from - t
 		if b <= 0 || t > slo || (found && seconds(b) <= best.Benefit) {
 			return
@@ -227,7 +227,7 @@ func (s *Scheduler) apply(moves []Move, now time.Duration) int {
 		r.uncached = r.Tokens - r.cached
 		r.dec.Instance = m.to.ID
 		r.dec.CachedTokens = r.cached
-		r.dec.EstimatedTTFT = seconds(m.to.est.ttft(m.to.ahead(), r.uncached))
+		r.dec.EstimatedTTFT = seconds(m.to.ttft(r.uncached))
 		s.enqueue(m.to, r, now)
 		s.stats.Migrations.Add(1)
 		n++

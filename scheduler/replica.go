@@ -116,6 +116,9 @@ func (s *Scheduler) SetEngineLoad(id string, l EngineLoad) error {
 	if l.Waiting < 0 || l.Running < 0 {
 		return fmt.Errorf("scheduler: engine load for %q: negative value in %+v", id, l)
 	}
+	if !(l.KVUsage >= 0 && l.KVUsage <= 1) {
+		return fmt.Errorf("scheduler: engine load for %q: kv usage %g is outside [0, 1]", id, l.KVUsage)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in := s.byID[id]
@@ -124,5 +127,6 @@ func (s *Scheduler) SetEngineLoad(id string, l EngineLoad) error {
 	}
 	in.engineWaiting.set(l.Waiting)
 	in.engineRunning.set(l.Running)
+	in.engineKV.set(l.KVUsage)
 	return nil
 }

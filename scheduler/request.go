@@ -62,9 +62,10 @@ type Request struct {
 	arrived    time.Duration
 	enqueued   time.Duration
 	dispatched time.Duration
-	work       int    // tokens ahead + own uncached at dispatch (for learning)
+	work       sample // the estimate's parts at dispatch (for learning)
 	qpos       int    // index in inst.queue while queued
 	key        uint64 // ring key: the chained hash of the first KeyDepth blocks
+	hot        bool   // key is a variant of a replicated hot key (hotprefix.go)
 	waiter     Waiter // told when a queued request is dispatched or failed
 
 	owner atomic.Pointer[instance] // inst, for lockOwner

@@ -70,6 +70,9 @@ func (c Config) withDefaults() Config {
 		c.Now = time.Now
 	}
 	c.KeyDepth = c.KeyDepth.withDefaults()
+	if c.Cost.MaxSeqs == 0 && c.Queue.MaxRunning > 0 {
+		c.Cost.MaxSeqs = c.Queue.MaxRunning
+	}
 	c.Cost = c.Cost.withDefaults()
 	c.Queue = c.Queue.withDefaults()
 	c.Rebalance = c.Rebalance.withDefaults()
@@ -156,6 +159,7 @@ type Scheduler struct {
 
 	kdMu sync.Mutex // guards kd's counts and splits (its configuration is immutable)
 	kd   *keyDepth
+	spin atomic.Uint64 // the next variant of a replicated key (see hotprefix.go)
 
 	mu      sync.Mutex // guards every field below; see above for what else
 	members []*instance
@@ -184,7 +188,7 @@ func New(cfg Config, instances []Instance) (*Scheduler, error) {
 		byID:   make(map[string]*instance),
 		kd:     newKeyDepth(cfg.KeyDepth, 0, cfg.BlockSize),
 	}
-	s.est = newEstimator(&s.cfg.Cost, s.cfg.Cost.PerToken)
+	s.est = newEstimator(&s.cfg.Cost, s.cfg.Cost.PerToken, 1)
 	if rp, ok := pol.(rebalancing); ok {
 		s.rebalances = rp.rebalance()
 	}
@@ -221,11 +225,11 @@ func (s *Scheduler) Pick(r *Request) (Decision, error) {
 		return Decision{}, err
 	}
 	p := s.pick.Load()
-	d, key := p.keyFor(r)
-	saved := r.key
-	r.key = key
+	d, key, hot := p.keyFor(r)
+	saved, savedHot := r.key, r.hot
+	r.key, r.hot = key, hot
 	ch, cands, n, err := p.choose(r, s.now())
-	r.key = saved
+	r.key, r.hot = saved, savedHot
 	if err != nil {
 		return Decision{}, err
 	}
@@ -236,7 +240,7 @@ func (s *Scheduler) Pick(r *Request) (Decision, error) {
 		Reason:        ch.reason,
 		KeyDepth:      d,
 		CachedTokens:  cached,
-		EstimatedTTFT: seconds(in.est.ttft(in.ahead(), r.Tokens-cached)),
+		EstimatedTTFT: seconds(in.ttft(r.Tokens - cached)),
 	}
 	if fb := p.fallback(ch, cands[:n]); fb != nil {
 		dec.Fallback = fb.ID
@@ -262,9 +266,9 @@ func (s *Scheduler) Submit(r *Request, w Waiter) (Decision, error) {
 		return Decision{}, fmt.Errorf("%w: request routed twice", ErrBadRequest)
 	}
 	now := s.now()
-	d, key := s.pick.Load().keyFor(r)
+	d, key, hot := s.pick.Load().keyFor(r)
 	r.arrived = now
-	r.key = key
+	r.key, r.hot = key, hot
 	r.dec = Decision{KeyDepth: d}
 	r.waiter = nil // its own outcome is this call's result
 	dec, st, err := s.place(r, now, w)
@@ -358,7 +362,7 @@ func (s *Scheduler) assign(r *Request, in *instance, now time.Duration) {
 	r.uncached = r.Tokens - r.cached
 	r.dec.Instance = in.ID
 	r.dec.CachedTokens = r.cached
-	r.dec.EstimatedTTFT = seconds(in.est.ttft(in.ahead(), r.uncached))
+	r.dec.EstimatedTTFT = seconds(in.ttft(r.uncached))
 	in.addRecentLocked(now, float64(r.uncached))
 	if s.cfg.Queue.Budget == 0 {
 		s.dispatch(in, r, now)
@@ -372,8 +376,15 @@ func (s *Scheduler) assign(r *Request, in *instance, now time.Duration) {
 func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration) {
 	r.cached = in.cachedTokens(r, s.cfg.BlockSize) // may have grown while it waited
 	r.uncached = r.Tokens - r.cached
-	r.work = in.pendingTokens.get() + r.uncached
+	// What r waits for once sent: the engine's prefill work, not the
+	// router queue's (the queue's own wait is not part of the TTFT
+	// measured from dispatch).
+	l := in.load()
+	l.ahead, l.requests = in.pendingTokens.get(), in.prefilling.get()
+	r.work = in.est.sampleOf(l, r.uncached)
 	in.pendingTokens.add(r.uncached)
+	in.prefilling.add(1)
+	in.kvTokens.add(r.Tokens)
 	if avg := in.avgUncached.get(); avg == 0 {
 		in.avgUncached.set(float64(r.uncached))
 	} else {
@@ -407,8 +418,9 @@ func (s *Scheduler) FirstToken(r *Request) {
 	}
 	now := s.now()
 	in.pendingTokens.add(-r.uncached)
+	in.prefilling.add(-1)
 	r.state = statePrefilled
-	in.est.observe(r.work, r.uncached, (now - r.dispatched).Seconds())
+	in.est.observe(r.work, (now - r.dispatched).Seconds())
 	s.drain(in, now)
 }
 
@@ -438,9 +450,15 @@ func (s *Scheduler) finish(r *Request, completed bool) {
 		completed = false
 	case stateDispatched:
 		in.pendingTokens.add(-r.uncached)
+		in.prefilling.add(-1)
 		in.running.add(-1)
+		in.kvTokens.add(-r.Tokens)
 	case statePrefilled:
 		in.running.add(-1)
+		in.kvTokens.add(-r.Tokens)
+		if completed {
+			in.est.observeService((s.now() - r.dispatched).Seconds())
+		}
 	}
 	r.state = stateDone
 	r.waiter = nil
@@ -531,7 +549,7 @@ func (s *Scheduler) SetInstances(list []Instance) error {
 			in = &instance{Instance: Instance{ID: spec.ID}, healthy: true, seq: s.seq}
 			in.est = s.est
 			if s.cfg.Cost.PerInstance {
-				in.est = newEstimator(&s.cfg.Cost, s.est.cost())
+				in.est = newEstimator(&s.cfg.Cost, s.est.cost(), s.est.stepScale())
 			}
 			s.byID[spec.ID] = in
 		}

@@ -187,7 +187,7 @@ type SLO struct {
 type Limits struct {
 	MaxBodyBytes int `yaml:"max_body_bytes"` // default 4 MiB
 	// QueueBudgetTokens is the pending prefill an instance may hold before
-	// requests wait in the router (default 20,480; negative: no router queue).
+	// requests wait in the router (default 4,096; negative: no router queue).
 	QueueBudgetTokens int `yaml:"queue_budget_tokens"`
 	// MaxQueueWait bounds a wait in the router queue; past it the request
 	// gets 429 with Retry-After (default 30s). Envoy's ext_proc

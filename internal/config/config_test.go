@@ -49,8 +49,8 @@ func TestLimitsReachTheScheduler(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := c.SchedulerConfig(c.Pools[0]).Queue
-	if q.Order != "cache" || q.Late != "reject" || q.IdleRunning != 4 || q.MaxRunning != 256 || q.Budget != 20480 {
-		t.Errorf("scheduler queue config = %+v, want order cache, late reject, idle running 4, max running 256, budget 20480", q)
+	if q.Order != "cache" || q.Late != "reject" || q.IdleRunning != 4 || q.MaxRunning != 256 || q.Budget != DefaultQueueBudget {
+		t.Errorf("scheduler queue config = %+v, want order cache, late reject, idle running 4, max running 256, the default budget", q)
 	}
 }
 

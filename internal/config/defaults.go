@@ -30,9 +30,13 @@ const (
 	// tokens, is the Mooncake traces' block).
 	DefaultBlockSize    = tokenize.DefaultBlockSize
 	DefaultMaxBodyBytes = 4 << 20
-	// DefaultQueueBudget is one engine step's worth of prefill tokens (the
-	// scheduler's own default is no router queue).
-	DefaultQueueBudget = 20480
+	// DefaultQueueBudget is the pending prefill an engine may hold before
+	// requests wait in the router: about 0.65 s of prefill on the paper's
+	// profile, so an overloaded engine is not handed seconds of work that
+	// late requests could have waited for in the router; tuned on the
+	// realistic engine (docs/evaluation.md, "Load model and overload";
+	// 20,480 before). The scheduler's own default is no router queue.
+	DefaultQueueBudget = 4096
 	// DefaultMaxQueueWait bounds a wait in the router queue (the
 	// scheduler's own default is no bound).
 	DefaultMaxQueueWait = 30 * time.Second

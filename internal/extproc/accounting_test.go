@@ -15,6 +15,7 @@ type load struct {
 	ID            string
 	PendingTokens int
 	Running       int
+	Estimate      struct{ Prefill, Decode, Memory, Total float64 }
 }
 
 // loads returns the default pool's instances by id, as the admin endpoint
@@ -33,6 +34,9 @@ func (ts *testServer) loads(t *testing.T) map[string]load {
 	}
 	return m
 }
+
+// estimates is loads, for the estimate's terms.
+func (ts *testServer) estimates(t *testing.T) map[string]load { return ts.loads(t) }
 
 func (c *call) responseBody(t testing.TB, b string, eos bool) *extprocv3.ProcessingResponse {
 	return c.send(t, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{

@@ -18,10 +18,15 @@ import (
 var (
 	waitingNames = []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs"}
 	runningNames = []string{"vllm:num_requests_running", "sglang:num_running_reqs"}
+	// KV memory in use as a fraction: vLLM's gauge (gpu_cache_usage_perc
+	// before v0.10) and SGLang's token usage. The highest label set wins:
+	// the fullest rank is the one that stops admitting.
+	kvNames = []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"}
 )
 
 // parseEngineMetrics reads Prometheus text exposition and returns the
-// waiting and running requests it reports, and whether it found either.
+// waiting and running requests and the KV memory use it reports, and
+// whether it found any of them.
 func parseEngineMetrics(r io.Reader) (scheduler.EngineLoad, bool) {
 	var l scheduler.EngineLoad
 	found := false
@@ -37,11 +42,14 @@ func parseEngineMetrics(r io.Reader) (scheduler.EngineLoad, bool) {
 			name, rest = line[:i], line[i:]
 		}
 		var dst *int
+		kv := false
 		switch {
 		case contains(waitingNames, name):
 			dst = &l.Waiting
 		case contains(runningNames, name):
 			dst = &l.Running
+		case contains(kvNames, name):
+			kv = true
 		default:
 			continue
 		}
@@ -54,6 +62,13 @@ func parseEngineMetrics(r io.Reader) (scheduler.EngineLoad, bool) {
 		}
 		v, err := strconv.ParseFloat(fields[0], 64)
 		if err != nil || v < 0 || v > 1e9 {
+			continue
+		}
+		if kv {
+			if v <= 1 {
+				l.KVUsage = max(l.KVUsage, v)
+				found = true
+			}
 			continue
 		}
 		*dst += int(v)

@@ -21,6 +21,10 @@ func TestParseEngineMetrics(t *testing.T) {
 		{"ranks summed", "vllm:num_requests_waiting{engine=\"0\"} 2\nvllm:num_requests_waiting{engine=\"1\"} 5\n", scheduler.EngineLoad{Waiting: 7}, true},
 		{"sglang", "sglang:num_queue_reqs{name=\"x\"} 4\nsglang:num_running_reqs 9\n", scheduler.EngineLoad{Waiting: 4, Running: 9}, true},
 		{"labels with braces in values", "vllm:num_requests_waiting{a=\"}\"} 1\n", scheduler.EngineLoad{Waiting: 1}, true},
+		{"vllm kv usage", "vllm:kv_cache_usage_perc{engine=\"0\"} 0.42\nvllm:kv_cache_usage_perc{engine=\"1\"} 0.9\nvllm:num_requests_running 4\n", scheduler.EngineLoad{Running: 4, KVUsage: 0.9}, true},
+		{"old vllm kv usage", "vllm:gpu_cache_usage_perc 0.25\n", scheduler.EngineLoad{KVUsage: 0.25}, true},
+		{"sglang token usage", "sglang:token_usage{tp_rank=\"0\"} 0.5\n", scheduler.EngineLoad{KVUsage: 0.5}, true},
+		{"kv usage out of range", "vllm:kv_cache_usage_perc 42\nvllm:kv_cache_usage_perc -0.1\n", scheduler.EngineLoad{}, false},
 		{"other metrics only", "process_cpu_seconds_total 12\n", scheduler.EngineLoad{}, false},
 		{"garbage", "vllm:num_requests_waiting{ NaNx\nvllm:num_requests_waiting -3\n{{{\n", scheduler.EngineLoad{}, false},
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/dualmap/dualmap/internal/config"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -126,6 +127,29 @@ func (c *cluster) build() error {
 	cfg.CacheTokens = max(hbm+dram, 1)
 	if cfg.Cost.PerToken == 0 {
 		cfg.Cost.PerToken = o.Profile.PrefillPerToken
+	}
+	// The router knows its engines' settings, as a deployment does: the
+	// TTFT estimate's step, slot and memory terms start from the profile
+	// (scheduler/estimator.go), and a router queue bounds waits as serve
+	// does (limits.max_queue_wait), so requests past it fail instead of
+	// waiting for the horizon.
+	if cfg.Cost.StepTokens == 0 {
+		cfg.Cost.StepTokens = o.Profile.MaxBatchedTokens
+	}
+	if cfg.Cost.StepBase == 0 {
+		cfg.Cost.StepBase = o.Profile.DecodeStepBase
+	}
+	if cfg.Cost.DecodePerSeq == 0 {
+		cfg.Cost.DecodePerSeq = o.Profile.DecodePerSeq
+	}
+	if cfg.Cost.MaxSeqs == 0 {
+		cfg.Cost.MaxSeqs = o.Profile.MaxNumSeqs
+	}
+	if cfg.Cost.KVTokens == 0 {
+		cfg.Cost.KVTokens = hbm
+	}
+	if cfg.Queue.MaxWait == 0 && cfg.Queue.Budget > 0 {
+		cfg.Queue.MaxWait = config.DefaultMaxQueueWait
 	}
 	if f := o.Info.CostPrior; f > 0 {
 		cfg.Cost.PerToken *= f

@@ -38,6 +38,10 @@ func TestPaperPreset(t *testing.T) {
 			t.Errorf("%s: key depth %+v, want split 2/n, merge 1/n over the last 200 requests", q, cfg.KeyDepth)
 		case cfg.Cost.LearnRate >= 0 || cfg.Cost.PerToken != base.Profile.PrefillPerToken:
 			t.Errorf("%s: cost %+v, want the profile's %g, never learned", q, cfg.Cost, base.Profile.PrefillPerToken)
+		case cfg.Cost.RequestTokens >= 0 || cfg.Cost.StepBase >= 0 || cfg.Cost.DecodePerSeq >= 0 || cfg.Cost.MemoryWeight >= 0 || cfg.Cost.MaxSeqs < 1<<30:
+			t.Errorf("%s: cost %+v, want pending prefill only (no request, step, memory or slot terms)", q, cfg.Cost)
+		case cfg.KeyDepth.MaxReplicas >= 0:
+			t.Errorf("%s: hot keys replicated up to %d, want never", q, cfg.KeyDepth.MaxReplicas)
 		case cfg.Queue.Budget != 0:
 			t.Errorf("%s: router-queue budget %d, want none", q, cfg.Queue.Budget)
 		case cfg.Rebalance.PendingTokens != int(2.5/base.Profile.PrefillPerToken):

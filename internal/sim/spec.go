@@ -25,7 +25,10 @@ import (
 // order and its handling of late requests, see scheduler.QueueConfig),
 // oldest_wait (seconds: the rebalancer's OldestWait), learn (the TTFT
 // estimator's LearnRate; negative: never learned) and max_running (the
-// router queue's limit on requests in flight per instance, -1: none).
+// router queue's limit on requests in flight per instance, -1: none), load
+// (prefill: the TTFT estimate counts pending prefill only; full, the
+// default: all the work) and replicate (false: hot keys that cannot be
+// split are not replicated).
 type Spec struct {
 	Label      string
 	Policy     string
@@ -52,6 +55,13 @@ type Spec struct {
 	IndexDelay  float64
 	IndexDrop   float64
 	MetricsPoll float64
+	// PrefillLoad makes the TTFT estimate count only pending prefill, as
+	// the paper's does (key load=prefill; default load=full: the request
+	// cost, decode batch, slot wait and memory terms of
+	// scheduler.CostConfig too). NoReplicas turns off the replication of
+	// hot keys that cannot be split (key replicate=false).
+	PrefillLoad bool
+	NoReplicas  bool
 }
 
 // PaperPreset is the name of the DualMap variant with the paper's literal
@@ -62,7 +72,9 @@ type Spec struct {
 // fixed at the prior (no online learning), no router queue (every request
 // goes straight to the engine, as the baselines in paper mode) and the
 // rebalancer's hotspot threshold at the tokens one instance clears in half
-// the SLO. Our tuned defaults stay the policy "dualmap".
+// the SLO; its TTFT estimate counts pending prefill only and hot keys are
+// not replicated (neither is in the paper). Our tuned defaults stay the
+// policy "dualmap".
 const PaperPreset = "dualmap-paper"
 
 // paperSpec returns the paper preset's settings.
@@ -72,6 +84,7 @@ func paperSpec(label string) Spec {
 		Params:     scheduler.Params{"headroom": "0.5", "hopeless": "load", "tie": "0", "overflow": "none"},
 		Candidates: 2, Split: 2, Merge: 1, Window: 200,
 		Learn: -1, Budget: -1, RebalanceSLO: 0.5,
+		PrefillLoad: true, NoReplicas: true,
 	}
 }
 
@@ -143,6 +156,17 @@ func ParseSpec(s string) (Spec, error) {
 			sp.IndexDrop, err = strconv.ParseFloat(v, 64)
 		case "metrics_poll":
 			sp.MetricsPoll, err = strconv.ParseFloat(v, 64)
+		case "load":
+			switch v {
+			case "prefill", "full":
+				sp.PrefillLoad = v == "prefill"
+			default:
+				return sp, fmt.Errorf("sim: policy %q: load: want prefill or full, got %q", s, v)
+			}
+		case "replicate":
+			var b bool
+			b, err = strconv.ParseBool(v)
+			sp.NoReplicas = !b
 		default:
 			sp.Params[k] = v
 		}
@@ -223,6 +247,14 @@ func (sp Spec) apply(o Options) Options {
 	}
 	if sp.MetricsPoll != 0 {
 		o.Info.MetricsPoll = millis(sp.MetricsPoll)
+	}
+	if sp.PrefillLoad {
+		c := &o.Scheduler.Cost
+		c.RequestTokens, c.StepBase, c.DecodePerSeq, c.MemoryWeight = -1, -1, -1, -1
+		c.MaxSeqs = 1 << 30 // no slot wait
+	}
+	if sp.NoReplicas {
+		o.Scheduler.KeyDepth.MaxReplicas = -1
 	}
 	if sp.OldestWait > 0 {
 		o.Scheduler.Rebalance.OldestWait = time.Duration(sp.OldestWait * float64(time.Second))
