@@ -21,6 +21,7 @@ func TestParseEngineMetrics(t *testing.T) {
 		{"ranks summed", "vllm:num_requests_waiting{engine=\"0\"} 2\nvllm:num_requests_waiting{engine=\"1\"} 5\n", scheduler.EngineLoad{Waiting: 7}, true},
 		{"sglang", "sglang:num_queue_reqs{name=\"x\"} 4\nsglang:num_running_reqs 9\n", scheduler.EngineLoad{Waiting: 4, Running: 9}, true},
 		{"labels with braces in values", "vllm:num_requests_waiting{a=\"}\"} 1\n", scheduler.EngineLoad{Waiting: 1}, true},
+		{"llama.cpp", "# HELP llamacpp:requests_processing Number of requests processing.\n# TYPE llamacpp:requests_processing gauge\nllamacpp:prompt_tokens_total 4096\nllamacpp:requests_processing 2\nllamacpp:requests_deferred 5\nllamacpp:n_busy_slots_per_decode 1.5\n", scheduler.EngineLoad{Waiting: 5, Running: 2}, true},
 		{"other metrics only", "process_cpu_seconds_total 12\n", scheduler.EngineLoad{}, false},
 		{"garbage", "vllm:num_requests_waiting{ NaNx\nvllm:num_requests_waiting -3\n{{{\n", scheduler.EngineLoad{}, false},
 	}

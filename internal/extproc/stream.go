@@ -69,6 +69,7 @@ type stream struct {
 	dec        scheduler.Decision // where it went
 	dispatched time.Time          // when it went
 	owes       owed
+	usage      usageScan // the engine's reported prefix reuse (usage.go)
 }
 
 func newStream(s *Server, ctx context.Context) *stream {
@@ -381,6 +382,9 @@ func (st *stream) responseStarted(code int, served string) {
 		st.s.upstreamOK(p, served)
 	}
 	ok := code >= 200 && code < 300
+	if ok {
+		st.usage.start(served)
+	}
 	switch {
 	case ok && st.s.cfg.Routing.ResponseBody == "streamed" && st.streaming:
 		st.owes = owesFirstChunk // first token and end come with the body
@@ -421,8 +425,10 @@ func (st *stream) onResponseBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingRe
 	if st.phase != phaseResponse {
 		return nil, st.refuse(msgResponseBody)
 	}
+	st.usage.feed(b.GetBody())
 	if b.GetEndOfStream() {
 		st.phase = phaseDone
+		st.usageEnded()
 	}
 	if st.owes == owesFirstChunk && len(b.GetBody()) > 0 {
 		st.settle(false)
@@ -461,6 +467,7 @@ func (st *stream) settle(done bool) {
 // in the scheduler (only a dispatched request is ever held: Complete).
 func (st *stream) finish() {
 	st.dropBody()
+	st.usageEnded()
 	if st.owes != owesNothing {
 		st.settle(true)
 	}
