@@ -4,7 +4,7 @@ BIN     := bin/dualmap
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build build-tokenizers test unit bench bench-e2e soak lint run demo e2e clean
+.PHONY: all build build-tokenizers test unit bench bench-e2e soak lint run demo e2e clean llama bench-real
 
 all: build
 
@@ -49,7 +49,7 @@ lint:
 
 # run: Envoy on localhost:8080 -> dualmap -> 4 simulated engines (Ctrl-C stops).
 run:
-	bash scripts/run.sh
+	ENGINE="$(ENGINE)" bash scripts/run.sh
 
 # demo: replay the conversation trace through the stack, dualmap vs round robin.
 demo:
@@ -64,9 +64,18 @@ bench-e2e:
 soak:
 	DUALMAP_SOAK=1 DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -v -timeout 30m -run TestSoakReport ./e2e/
 
-# e2e: real Envoy, routers and engines on loopback (installs Envoy if missing).
+# e2e: real Envoy, routers and engines on loopback (installs Envoy if
+# missing), simulated engines and real llama.cpp llama-servers (built once by
+# scripts/llama.sh, about ten minutes, cached outside the repository).
 e2e:
-	DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -v ./e2e/
+	@llama=$$(bash scripts/llama.sh) && set -x && \
+	DUALMAP_LLAMA_SERVER="$$(echo "$$llama" | tail -n 2 | head -n 1)" \
+	DUALMAP_LLAMA_MODEL="$$(echo "$$llama" | tail -n 1)" \
+	DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -timeout 30m -v ./e2e/
+
+# llama: build llama.cpp's llama-server and the tiny model (scripts/llama.sh).
+llama:
+	bash scripts/llama.sh
 
 clean:
 	rm -rf bin

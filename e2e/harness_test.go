@@ -177,6 +177,10 @@ type stackOptions struct {
 	redis            string // Redis address: the routers share state through it
 	envoyConfig      string // the file in envoy/ (default front-proxy.yaml)
 	mode             string // routing.mode (default the router's)
+	// engineArgs, when set, is the command line of engine i on port
+	// (instead of `dualmap engine`): real engines (llama_test.go).
+	engineArgs func(i, port int) []string
+	poolConfig string // lines appended to the pool's YAML (4-space indent)
 }
 
 func startStack(t testing.TB, o stackOptions) *stack {
@@ -198,19 +202,24 @@ func startStack(t testing.TB, o stackOptions) *stack {
 	for i := 0; i < o.engines; i++ {
 		port := freePort(t)
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		p := startProc(t, s.dir, fmt.Sprintf("engine-%d", i), dualmapBin, "engine", "--listen", addr,
-			"--time-scale", fmt.Sprint(o.timeScale), "--name", addr, "--block-size", "16")
+		args := []string{dualmapBin, "engine", "--listen", addr,
+			"--time-scale", fmt.Sprint(o.timeScale), "--name", addr, "--block-size", "16"}
+		if o.engineArgs != nil {
+			args = o.engineArgs(i, port)
+		}
+		p := startProc(t, s.dir, fmt.Sprintf("engine-%d", i), args...)
 		s.engines = append(s.engines, &engineProc{proc: p, addr: addr})
 		enginePorts = append(enginePorts, port)
 	}
 	for _, e := range s.engines {
-		waitHTTP(t, "http://"+e.addr+"/health", 20*time.Second)
+		waitHTTP(t, "http://"+e.addr+"/health", 60*time.Second)
 	}
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "pools:\n  - block_size: 16\n    policy: {name: %s}\n    instances:\n", o.policy)
 	for _, e := range s.engines {
 		fmt.Fprintf(&cfg, "      - address: %s\n", e.addr)
 	}
+	cfg.WriteString(o.poolConfig)
 	routing := "debug_headers: true"
 	if o.mode != "" {
 		routing += ", mode: " + o.mode
