@@ -73,6 +73,12 @@ e2e:
 	DUALMAP_LLAMA_MODEL="$$(echo "$$llama" | tail -n 1)" \
 	DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -timeout 30m -v ./e2e/
 
+# bench-real: the conversation trace through Envoy -> dualmap -> real
+# llama.cpp llama-servers, per policy at a rate below and one past
+# saturation (a report; see scripts/bench-real.sh for the knobs).
+bench-real:
+	bash scripts/bench-real.sh
+
 # llama: build llama.cpp's llama-server and the tiny model (scripts/llama.sh).
 llama:
 	bash scripts/llama.sh
