@@ -11,7 +11,8 @@
 #   BENCH_REQUESTS (150)  BENCH_SCALE_TOKENS (0.04)  BENCH_MAX_OUTPUT (16)
 #   BENCH_INSTANCES (2)  BENCH_THREADS (1)  BENCH_SLOTS (4)  BENCH_SLOT_CTX (4096)
 #   BENCH_CACHE_RAM (0 MiB: only the slots keep prefixes, so eviction shows)
-#   BENCH_OUT (a new temporary directory)  TRACE (../shared/traces/conversation_trace.jsonl)
+#   BENCH_SIM (1: then the same workload in dualmap sim with a profile
+#   measured from llama-server)  BENCH_OUT (a new temporary directory)  TRACE (../shared/traces/conversation_trace.jsonl)
 #
 # Ports: Envoy 8080/9901, dualmap 9002/9090, engines 8001... (as make run).
 set -euo pipefail
@@ -106,4 +107,28 @@ for rate in "${rates[@]}"; do
 	for policy in "${policies[@]}"; do run_one "$policy" "$rate"; done
 done
 python3 scripts/bench_real.py "$OUT" "$POLICIES" "$RATES" | tee "$OUT/table.md"
+
+# The simulator on the same workload: an engine profile measured from one
+# llama-server like those above, the trace slice rescaled to llama.cpp's
+# tokens (the ratio the replays measured), the same instances, slots and
+# rates. Does it order the policies as the real engines did?
+if [ "${BENCH_SIM:-1}" = 1 ]; then
+	echo "== measuring a sim profile from llama-server (scripts/llama_profile.py) ==" >&2
+	"$LLAMA_BIN" --model "$LLAMA_MODEL" --alias dualmap-tiny --host 127.0.0.1 --port 8001 \
+		--threads "$THREADS" --threads-batch "$THREADS" --parallel "$SLOTS" --ctx-size $((SLOTS * SLOT_CTX)) \
+		--cache-ram 0 --metrics >"$OUT/profile-llama.log" 2>&1 &
+	pids+=($!)
+	wait_http "http://127.0.0.1:8001/health"
+	python3 scripts/llama_profile.py http://127.0.0.1:8001 "$SLOTS" "$SLOT_CTX" llamacpp-tiny-cpu >"$OUT/profile.json"
+	stop_all
+	ratio=$(python3 scripts/bench_real.py --ratio "$OUT" "$POLICIES" "$RATES")
+	block=$(python3 -c "print(max(1, round(512 * $SCALE * $ratio)))")
+	python3 scripts/bench_real.py --scale-trace "$TRACE" "$OUT/trace-scaled.jsonl" "$N" "$block" "$SCALE" "$MAXOUT"
+	echo "== dualmap sim: $N requests, $block llama tokens per trace block ($ratio llama tokens per replayed token) ==" >&2
+	bin/dualmap sim --trace "$OUT/trace-scaled.jsonl" --block-size "$block" --requests "$N" --warmup 0 \
+		--instances "$INSTANCES" --max-running "$SLOTS" --profile "$OUT/profile.json" --policies "$POLICIES" \
+		--qps "$RATES" --queue router --quiet --json "$OUT/sim.json" >"$OUT/sim.txt" 2>&1
+	echo
+	python3 scripts/bench_real.py --sim "$OUT" "$OUT/sim.json" "$POLICIES" "$RATES" | tee "$OUT/sim-table.md"
+fi
 echo "reports and logs: $OUT" >&2
