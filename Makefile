@@ -68,7 +68,7 @@ soak:
 # missing), simulated engines and real llama.cpp llama-servers (built once by
 # scripts/llama.sh, about ten minutes, cached outside the repository).
 e2e:
-	@llama=$$(bash scripts/llama.sh) && set -x && \
+	@llama=$$(bash scripts/llama.sh) && \
 	DUALMAP_LLAMA_SERVER="$$(echo "$$llama" | tail -n 2 | head -n 1)" \
 	DUALMAP_LLAMA_MODEL="$$(echo "$$llama" | tail -n 1)" \
 	DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -timeout 30m -v ./e2e/
