@@ -4,7 +4,7 @@ BIN     := bin/dualmap
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build build-tokenizers test unit bench bench-e2e soak lint run demo e2e clean jaeger
+.PHONY: all build build-tokenizers test unit bench bench-e2e soak lint run demo e2e clean jaeger llama bench-real
 
 all: build
 
@@ -55,7 +55,7 @@ jaeger:
 
 # run: Envoy on localhost:8080 -> dualmap -> 4 simulated engines (Ctrl-C stops).
 run:
-	bash scripts/run.sh
+	ENGINE="$(ENGINE)" bash scripts/run.sh
 
 # demo: replay the conversation trace through the stack, dualmap vs round robin.
 demo:
@@ -70,10 +70,26 @@ bench-e2e:
 soak:
 	DUALMAP_SOAK=1 DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -v -timeout 30m -run TestSoakReport ./e2e/
 
-# e2e: real Envoy, routers, engines and Jaeger on loopback (installs Envoy and
-# builds Jaeger if missing).
+# e2e: real Envoy, routers and engines on loopback (installs Envoy if
+# missing), simulated engines, real llama.cpp llama-servers (built once by
+# scripts/llama.sh, about ten minutes, cached outside the repository) and a
+# real Jaeger (built once by scripts/jaeger.sh, cached likewise).
 e2e:
-	DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" DUALMAP_JAEGER="$$(bash scripts/jaeger.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -v ./e2e/
+	@llama=$$(bash scripts/llama.sh) && \
+	DUALMAP_LLAMA_SERVER="$$(echo "$$llama" | tail -n 2 | head -n 1)" \
+	DUALMAP_LLAMA_MODEL="$$(echo "$$llama" | tail -n 1)" \
+	DUALMAP_JAEGER="$$(bash scripts/jaeger.sh | tail -n 1)" \
+	DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -timeout 30m -v ./e2e/
+
+# bench-real: the conversation trace through Envoy -> dualmap -> real
+# llama.cpp llama-servers, per policy at a rate below and one past
+# saturation (a report; see scripts/bench-real.sh for the knobs).
+bench-real:
+	bash scripts/bench-real.sh
+
+# llama: build llama.cpp's llama-server and the tiny model (scripts/llama.sh).
+llama:
+	bash scripts/llama.sh
 
 clean:
 	rm -rf bin

@@ -184,6 +184,10 @@ type stackOptions struct {
 	beforeRouters func(engines []string)
 	// renderEnvoy rewrites the rendered Envoy config further.
 	renderEnvoy func(string) string
+	// engineArgs, when set, is the command line of engine i on port
+	// (instead of `dualmap engine`): real engines (llama_test.go).
+	engineArgs func(i, port int) []string
+	poolConfig string // lines appended to the pool's YAML (4-space indent)
 }
 
 func startStack(t testing.TB, o stackOptions) *stack {
@@ -205,13 +209,17 @@ func startStack(t testing.TB, o stackOptions) *stack {
 	for i := 0; i < o.engines; i++ {
 		port := freePort(t)
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		p := startProc(t, s.dir, fmt.Sprintf("engine-%d", i), dualmapBin, "engine", "--listen", addr,
-			"--time-scale", fmt.Sprint(o.timeScale), "--name", addr, "--block-size", "16")
+		args := []string{dualmapBin, "engine", "--listen", addr,
+			"--time-scale", fmt.Sprint(o.timeScale), "--name", addr, "--block-size", "16"}
+		if o.engineArgs != nil {
+			args = o.engineArgs(i, port)
+		}
+		p := startProc(t, s.dir, fmt.Sprintf("engine-%d", i), args...)
 		s.engines = append(s.engines, &engineProc{proc: p, addr: addr})
 		enginePorts = append(enginePorts, port)
 	}
 	for _, e := range s.engines {
-		waitHTTP(t, "http://"+e.addr+"/health", 20*time.Second)
+		waitHTTP(t, "http://"+e.addr+"/health", 60*time.Second)
 	}
 	var cfg strings.Builder
 	var addrs []string
@@ -229,6 +237,7 @@ func startStack(t testing.TB, o stackOptions) *stack {
 			fmt.Fprintf(&cfg, "      - address: %s\n", e.addr)
 		}
 	}
+	cfg.WriteString(o.poolConfig)
 	routing := "debug_headers: true"
 	if o.mode != "" {
 		routing += ", mode: " + o.mode

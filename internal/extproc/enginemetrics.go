@@ -16,8 +16,8 @@ import (
 // Engine metrics: the queue gauges model servers publish, summed over label
 // sets (several models or data-parallel ranks on one endpoint).
 var (
-	waitingNames = []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs"}
-	runningNames = []string{"vllm:num_requests_running", "sglang:num_running_reqs"}
+	waitingNames = []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred"}
+	runningNames = []string{"vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing"}
 	// KV memory in use as a fraction: vLLM's gauge (gpu_cache_usage_perc
 	// before v0.10) and SGLang's token usage. The highest label set wins:
 	// the fullest rank is the one that stops admitting.

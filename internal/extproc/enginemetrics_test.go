@@ -25,6 +25,7 @@ func TestParseEngineMetrics(t *testing.T) {
 		{"old vllm kv usage", "vllm:gpu_cache_usage_perc 0.25\n", scheduler.EngineLoad{KVUsage: 0.25}, true},
 		{"sglang token usage", "sglang:token_usage{tp_rank=\"0\"} 0.5\n", scheduler.EngineLoad{KVUsage: 0.5}, true},
 		{"kv usage out of range", "vllm:kv_cache_usage_perc 42\nvllm:kv_cache_usage_perc -0.1\n", scheduler.EngineLoad{}, false},
+		{"llama.cpp", "# HELP llamacpp:requests_processing Number of requests processing.\n# TYPE llamacpp:requests_processing gauge\nllamacpp:prompt_tokens_total 4096\nllamacpp:requests_processing 2\nllamacpp:requests_deferred 5\nllamacpp:n_busy_slots_per_decode 1.5\n", scheduler.EngineLoad{Waiting: 5, Running: 2}, true},
 		{"other metrics only", "process_cpu_seconds_total 12\n", scheduler.EngineLoad{}, false},
 		{"garbage", "vllm:num_requests_waiting{ NaNx\nvllm:num_requests_waiting -3\n{{{\n", scheduler.EngineLoad{}, false},
 	}

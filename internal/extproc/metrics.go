@@ -39,6 +39,7 @@ type metrics struct {
 	stateLag      *prometheus.GaugeVec     // pool
 	streamErrors  *prometheus.CounterVec   // phase
 	sloMet        *prometheus.CounterVec   // pool, met
+	usage         *usageMetrics            // engine-reported prefix reuse (usage.go)
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -102,6 +103,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.stateRejected = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "dualmap_state_rejected", Help: "What the shared state (Redis) returned and this replica did not use as it was, since start, by reason: reply (connection closed at a reply beyond the size limits), malformed, oversized, clamped, ignored (untimed load hashes, heartbeats scored in the future), bad_clock (dispatch batches with absurd timestamps), panic (background rounds recovered).",
 	}, []string{"pool", "reason"})
+	m.usage = newUsageMetrics(reg)
 	if reg != nil {
 		reg.MustRegister(m.decisions, m.errors, m.queueWait, m.queueDepth, m.pending, m.healthy,
 			m.promptTok, m.cachedTok, m.tokenize, m.decide, m.firstByte, m.upstreamErr, m.hostIgnored, m.stateUp, m.stateDelay, m.rejections)

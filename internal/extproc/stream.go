@@ -89,6 +89,7 @@ type stream struct {
 	dispatched time.Time          // when it went
 	owes       owed
 	tr         *reqTrace // nil when tracing is off (trace.go)
+	usage      usageScan // the engine's reported prefix reuse (usage.go)
 }
 
 func newStream(s *Server, ctx context.Context) *stream {
@@ -504,6 +505,9 @@ func (st *stream) responseStarted(code int, served string) {
 		st.s.upstreamOK(p, served)
 	}
 	ok := code >= 200 && code < 300
+	if ok {
+		st.usage.start(served)
+	}
 	switch {
 	case ok && st.responseBodyComes() && st.streaming:
 		st.owes = owesFirstChunk // first token and end come with the body
@@ -544,8 +548,10 @@ func (st *stream) onResponseBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingRe
 	if st.phase != phaseResponse {
 		return nil, st.refuse(msgResponseBody)
 	}
+	st.usage.feed(b.GetBody())
 	if b.GetEndOfStream() {
 		st.phase = phaseDone
+		st.usageEnded()
 	}
 	if st.owes == owesFirstChunk && len(b.GetBody()) > 0 {
 		st.settle(false)
@@ -590,6 +596,7 @@ func (st *stream) settle(done bool) {
 func (st *stream) finish() {
 	st.echo = echo{}
 	st.dropBody()
+	st.usageEnded()
 	if st.owes != owesNothing {
 		st.settle(true)
 	}
