@@ -85,9 +85,19 @@ if [ "$ENGINE" = llamacpp ]; then
 	LLAMA_MODEL=$(printf '%s\n' "$llama" | tail -n 1)
 	PORTS=()
 	for i in $(seq 1 "$INSTANCES"); do PORTS+=($((8000 + i))); done
+	# Only the running instances, in the router's pools and Envoy's cluster:
+	# an address past them moves to a running one (port 8000 + ((p - 8001)
+	# mod INSTANCES) + 1), once per pool, so the example's batch pool (8003,
+	# 8004) keeps instances.
+	awk -v n="$INSTANCES" '
+		/^  - name:/ { delete seen }
+		match($0, /address: 127\.0\.0\.1:80[0-9][0-9]$/) {
+			p = substr($0, RSTART + 19) + 0
+			if (p > 8000 + n) { p = 8000 + (p - 8001) % n + 1; sub(/:80[0-9][0-9]$/, ":" p) }
+			if (seen[p]++) next
+		}
+		{ print }' "$LOGS/dualmap.yaml" >"$LOGS/dualmap.yaml.tmp" && mv "$LOGS/dualmap.yaml.tmp" "$LOGS/dualmap.yaml"
 	for port in $(seq $((8001 + INSTANCES)) 8004); do
-		# Only the running instances: in the router's pool and Envoy's cluster.
-		sed -i "/address: 127.0.0.1:$port\$/d" "$LOGS/dualmap.yaml"
 		sed -i "/port_value: $port}/d" "$LOGS/envoy.yaml"
 	done
 	sed -i "s/max_running: 256 .*/max_running: $SLOTS      # llama-server --parallel/" "$LOGS/dualmap.yaml"
