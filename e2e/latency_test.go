@@ -6,44 +6,128 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
+	"strconv"
 	"testing"
 	"time"
 )
 
-// TestAddedLatencyReport measures what the router adds: Envoy + ext_proc
-// (dualmap) against Envoy alone (round robin) in front of the same engines
-// answering at once (time scale 1e6), at 100 and 500 requests/s, and the
-// most requests/s 64 closed-loop clients get through each. A report, not a
-// pass/fail test: it runs only with DUALMAP_BENCH_E2E=1 (make bench-e2e).
+// TestAddedLatencyReport measures what the router adds through a real
+// Envoy: ext_proc with FULL_DUPLEX_STREAMED bodies (the gateway mode), with
+// BUFFERED bodies (our front proxy's), and Envoy alone (round robin, no
+// ext_proc), all three in front of the same engines answering at once
+// (time scale 1e6), one router behind both ext_proc Envoys. For 2 KB and
+// 200 KB prompts, each request's body different from the first token (equal
+// bodies would all go to one instance), it reports p50/p99 latency at 100
+// and 500 requests/s (open loop), what that adds over Envoy alone in the
+// same round, and the most requests/s 64 closed-loop clients get through.
+// DUALMAP_BENCH_ROUNDS rounds (default 2) interleave the configurations so
+// that a machine whose load changes affects all of them alike. A report,
+// not a pass/fail test: it runs only with DUALMAP_BENCH_E2E=1 (make
+// bench-e2e).
 func TestAddedLatencyReport(t *testing.T) {
 	if os.Getenv("DUALMAP_BENCH_E2E") == "" {
 		t.Skip("set DUALMAP_BENCH_E2E=1 (make bench-e2e) to measure")
 	}
-	s := startStack(t, stackOptions{timeScale: 1e6})
-	plainURL := startPlainEnvoy(t, s)
-	body := chatBody(systemPrompt, "hi", false, 1)
-	type row struct {
-		name     string
-		p50, p99 time.Duration
-		rps      float64
-		failed   int64
-	}
-	var rows []row
-	for _, target := range []struct{ name, url string }{{"envoy + dualmap", s.url}, {"envoy alone (round robin)", plainURL}} {
-		for _, rate := range []int{100, 500} {
-			lat, failed := openLoop(target.url, body, rate, 3*time.Second)
-			rows = append(rows, row{name: fmt.Sprintf("%s @ %d req/s", target.name, rate), p50: q(lat, 0.5), p99: q(lat, 0.99), failed: failed})
+	rounds := 2
+	if v := os.Getenv("DUALMAP_BENCH_ROUNDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("DUALMAP_BENCH_ROUNDS=%q: want a positive integer", v)
 		}
-		rps, lat, failed := closedLoop(target.url, body, 64, 3*time.Second)
-		rows = append(rows, row{name: target.name + " max", p50: q(lat, 0.5), p99: q(lat, 0.99), rps: rps, failed: failed})
+		rounds = n
 	}
-	for _, r := range rows {
-		t.Logf("%-42s p50 %8v  p99 %8v  %s failed %d", r.name, r.p50.Round(10*time.Microsecond), r.p99.Round(10*time.Microsecond),
-			map[bool]string{true: fmt.Sprintf("%7.0f req/s", r.rps), false: "             "}[r.rps > 0], r.failed)
+	phase := 3 * time.Second
+	s := startStack(t, stackOptions{timeScale: 1e6})
+	duplexURL := startFrontProxy(t, s, "duplex-envoy", fullDuplex)
+	plainURL := startPlainEnvoy(t, s)
+	targets := []struct{ name, url string }{
+		{"envoy alone", plainURL},
+		{"buffered", s.url},
+		{"full duplex", duplexURL},
 	}
+	t.Logf("%d CPUs; phases of %v; latency in ms; +p50/+p99: over Envoy alone at the same rate in the same round", runtime.NumCPU(), phase)
+	for round := 1; round <= rounds; round++ {
+		for si, size := range []int{2 << 10, 200 << 10} {
+			gen := newBodyGen(t, size, uint64(round*10+si))
+			// Warm connections and the engines' code paths.
+			closedLoopGen(plainURL, gen, 8, 300*time.Millisecond)
+			closedLoopGen(s.url, gen, 8, 300*time.Millisecond)
+			closedLoopGen(duplexURL, gen, 8, 300*time.Millisecond)
+			t.Logf("round %d, %d KB prompts (%d-byte bodies), load average %s", round, size>>10, len(gen.tmpl), loadAvg())
+			t.Logf("  %-12s %-7s %8s %8s %8s %8s %8s %7s  %s", "config", "rate", "req/s", "p50", "p99", "+p50", "+p99", "failed", "per engine")
+			base := map[string][2]time.Duration{}
+			p500 := map[string][2]time.Duration{}
+			for _, tg := range targets {
+				for _, rate := range []int{100, 500, 0} {
+					var r *loadResult
+					label := fmt.Sprint(rate)
+					if rate == 0 {
+						r = closedLoopGen(tg.url, gen, 64, phase)
+						label = "max"
+					} else {
+						r = openLoopGen(tg.url, gen, rate, phase)
+					}
+					p50, p99 := q(r.lat, 0.5), q(r.lat, 0.99)
+					added := "       -        -"
+					if tg.name == "envoy alone" {
+						base[label] = [2]time.Duration{p50, p99}
+					} else if b, ok := base[label]; ok {
+						added = fmt.Sprintf("%8s %8s", ms(p50-b[0]), ms(p99-b[1]))
+					}
+					if rate == 500 {
+						p500[tg.name] = [2]time.Duration{p50 - base[label][0], p99 - base[label][1]}
+					}
+					t.Logf("  %-12s %-7s %8.0f %8s %8s %s %7d  %s", tg.name, label, r.rps(), ms(p50), ms(p99), added, r.failed, splitSummary(r.engines))
+				}
+			}
+			fd, bf := p500["full duplex"], p500["buffered"]
+			t.Logf("  full duplex vs buffered at 500 req/s: added p50 %s vs %s ms (%s), added p99 %s vs %s ms (%s)",
+				ms(fd[0]), ms(bf[0]), ratio(fd[0], bf[0]), ms(fd[1]), ms(bf[1]), ratio(fd[1], bf[1]))
+		}
+	}
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d)/float64(time.Millisecond)) }
+
+// ratio is a/b as a percentage over or under b ("n/a" when b is not
+// positive: Envoy alone was as slow as the router, within noise).
+func ratio(a, b time.Duration) string {
+	if b <= 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.0f%%", (float64(a)/float64(b)-1)*100)
+}
+
+// startFrontProxy runs another Envoy from envoy/front-proxy.yaml, changed
+// by rewrite, in front of the stack's routers and engines.
+func startFrontProxy(t *testing.T, s *stack, name string, rewrite func(string) string) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(repoRoot, "envoy", "front-proxy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var routers, engines []int
+	for _, r := range s.routers {
+		_, p := splitAddr(r.grpc)
+		n, _ := strconv.Atoi(p)
+		routers = append(routers, n)
+	}
+	for _, e := range s.engines {
+		_, p := splitAddr(e.addr)
+		n, _ := strconv.Atoi(p)
+		engines = append(engines, n)
+	}
+	listen, admin := freePort(t), freePort(t)
+	cfg := rewrite(renderFrontProxy(string(src), listen, admin, routers, engines))
+	path := filepath.Join(s.dir, name+".yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startProc(t, s.dir, name, envoyBin, "-c", path, "--log-level", "warn", "--base-id", fmt.Sprint(listen), "--disable-hot-restart")
+	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/ready", admin), 30*time.Second)
+	return fmt.Sprintf("http://127.0.0.1:%d", listen)
 }
 
 func q(lat []time.Duration, p float64) time.Duration {
@@ -52,63 +136,6 @@ func q(lat []time.Duration, p float64) time.Duration {
 	}
 	slices.Sort(lat)
 	return lat[int(p*float64(len(lat)-1))]
-}
-
-func openLoop(url string, body []byte, rate int, d time.Duration) ([]time.Duration, int64) {
-	var mu sync.Mutex
-	var lat []time.Duration
-	var failed atomic.Int64
-	var wg sync.WaitGroup
-	tick := time.NewTicker(time.Second / time.Duration(rate))
-	defer tick.Stop()
-	end := time.Now().Add(d)
-	for time.Now().Before(end) {
-		<-tick.C
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t0 := time.Now()
-			r := (&stack{url: url}).post("/v1/chat/completions", body)
-			if r.status != 200 {
-				failed.Add(1)
-				return
-			}
-			mu.Lock()
-			lat = append(lat, time.Since(t0))
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	return lat, failed.Load()
-}
-
-func closedLoop(url string, body []byte, workers int, d time.Duration) (float64, []time.Duration, int64) {
-	var mu sync.Mutex
-	var lat []time.Duration
-	var failed atomic.Int64
-	var wg sync.WaitGroup
-	end := time.Now().Add(d)
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var mine []time.Duration
-			for time.Now().Before(end) {
-				t0 := time.Now()
-				r := (&stack{url: url}).post("/v1/chat/completions", body)
-				if r.status != 200 {
-					failed.Add(1)
-					continue
-				}
-				mine = append(mine, time.Since(t0))
-			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	return float64(len(lat)) / d.Seconds(), lat, failed.Load()
 }
 
 // startPlainEnvoy runs a second Envoy that round-robins over the stack's
