@@ -1,0 +1,370 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/dualmap/dualmap/internal/replay"
+	"github.com/dualmap/dualmap/internal/sim/trace"
+)
+
+// A picker is an endpoint picker (EPP) the peer report runs behind the
+// gateway-style Envoy: start launches it for the stack's engines with
+// ext_proc (TLS) on grpcPort and gRPC health (plaintext) on healthPort.
+type picker struct {
+	name  string
+	start func(t testing.TB, s *stack, grpcPort, healthPort int) *proc
+}
+
+// dualmapPicker is dualmap with examples/gateway-epp.yaml as is (its
+// defaults), only the engines' addresses and the ports changed.
+func dualmapPicker() picker {
+	return picker{name: "dualmap", start: func(t testing.TB, s *stack, gp, hp int) *proc {
+		example, err := os.ReadFile(filepath.Join(repoRoot, "examples", "gateway-epp.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := string(example)
+		for i, e := range s.engines {
+			cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, fmt.Sprintf("address: 127.0.0.1:%d", 8001+i), "address: "+e.addr)
+		}
+		ap := freePort(t)
+		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `grpc: ":9002"`, fmt.Sprintf(`grpc: "127.0.0.1:%d"`, gp))
+		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `admin: ":9090"`, fmt.Sprintf(`admin: "127.0.0.1:%d"`, ap))
+		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `listen: ":9003"`, fmt.Sprintf(`listen: "127.0.0.1:%d"`, hp))
+		path := filepath.Join(s.dir, "dualmap.yaml")
+		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p := startProc(t, s.dir, "dualmap", dualmapBin, "serve", "--config", path, "--shutdown-grace", "2s")
+		s.routers = append(s.routers, &routerProc{proc: p, grpc: fmt.Sprintf("127.0.0.1:%d", gp), admin: fmt.Sprintf("127.0.0.1:%d", ap)})
+		return p
+	}}
+}
+
+// llmdConfig is llm-d's default scheduling profile, "optimized-baseline"
+// (test/perf/config/router-configs/optimized-baseline.yaml in
+// llm-d-router), with the file-discovery plugin added so that it runs
+// without Kubernetes.
+const llmdConfig = `apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- name: file-disc
+  type: file-discovery
+  parameters: {path: %q}
+- type: queue-scorer
+- type: kv-cache-utilization-scorer
+- type: approx-prefix-cache-producer
+  parameters:
+    maxPrefixTokensToMatch: 100000
+- type: prefix-cache-scorer
+- type: no-hit-lru-scorer
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: queue-scorer
+    weight: 2
+  - pluginRef: kv-cache-utilization-scorer
+    weight: 2
+  - pluginRef: prefix-cache-scorer
+    weight: 3
+  - pluginRef: no-hit-lru-scorer
+    weight: 2
+dataLayer:
+  discovery:
+    pluginRef: file-disc
+`
+
+// llmdPicker is llm-d's EPP (the binary at bin, scripts/llmd-epp.sh) with
+// file discovery of the stack's engines, TLS (its default, self-signed)
+// and one log line per request at most (--v 1).
+func llmdPicker(bin string) picker {
+	return picker{name: "llm-d", start: func(t testing.TB, s *stack, gp, hp int) *proc {
+		var eps strings.Builder
+		eps.WriteString("endpoints:\n")
+		for i, e := range s.engines {
+			host, port := splitAddr(e.addr)
+			fmt.Fprintf(&eps, "- name: engine-%d\n  address: %q\n  port: %q\n", i, host, port)
+		}
+		epPath := filepath.Join(s.dir, "llmd-endpoints.yaml")
+		cfgPath := filepath.Join(s.dir, "llmd-config.yaml")
+		if err := os.WriteFile(epPath, []byte(eps.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(llmdConfig, epPath)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mp := freePort(t)
+		p := startProc(t, s.dir, "llmd-epp", bin, "--pool-name", "bench", "--pool-namespace", "bench",
+			"--config-file", cfgPath, "--grpc-port", fmt.Sprint(gp), "--grpc-health-port", fmt.Sprint(hp),
+			"--metrics-port", fmt.Sprint(mp), "--metrics-endpoint-auth=false", "--tracing=false", "--v", "1")
+		s.routers = append(s.routers, &routerProc{proc: p, grpc: fmt.Sprintf("127.0.0.1:%d", gp), admin: fmt.Sprintf("127.0.0.1:%d", mp)})
+		return p
+	}}
+}
+
+// startPeerStack runs four engines at timeScale, the picker, and Envoy
+// from envoy/gateway-epp.yaml (full duplex both ways, trailers SEND, TLS
+// to the EPP, ORIGINAL_DST) without mutation_rules.disallow_is_error, which
+// llm-d's EPP cannot pass (it echoes pseudo-headers back); both pickers get
+// the same bootstrap. It returns once a request has been served.
+func startPeerStack(t testing.TB, pk picker, timeScale float64) (*gatewayStack, *proc) {
+	t.Helper()
+	s := &stack{t: t, dir: t.TempDir()}
+	g := &gatewayStack{stack: s}
+	for i := 0; i < 4; i++ {
+		addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		p := startProc(t, s.dir, fmt.Sprintf("engine-%d", i), dualmapBin, "engine", "--listen", addr,
+			"--time-scale", fmt.Sprint(timeScale), "--name", addr, "--block-size", "16")
+		s.engines = append(s.engines, &engineProc{proc: p, addr: addr})
+	}
+	for _, e := range s.engines {
+		waitHTTP(t, "http://"+e.addr+"/health", 20*time.Second)
+	}
+	gp, hp := freePort(t), freePort(t)
+	p := pk.start(t, s, gp, hp)
+	g.health = []string{fmt.Sprintf("127.0.0.1:%d", hp)}
+	waitGRPCServing(t, g.health[0], pk.name, p)
+
+	src, err := os.ReadFile(filepath.Join(repoRoot, "envoy", "gateway-epp.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot := string(src)
+	m := eppEndpointRe.FindStringSubmatch(boot)
+	if m == nil {
+		t.Fatal("envoy/gateway-epp.yaml: the EPP endpoint (9002, health 9003) not found")
+	}
+	boot = eppEndpointRe.ReplaceAllLiteralString(boot, fmt.Sprintf(
+		"%[1]s- endpoint:\n%[1]s    address: {socket_address: {address: 127.0.0.1, port_value: %d}}\n%[1]s    health_check_config: {port_value: %d}\n", m[1], gp, hp))
+	boot = replaceOnce(t, "envoy/gateway-epp.yaml", boot, "              mutation_rules:\n                disallow_is_error: true\n", "")
+	listen, admin := freePort(t), freePort(t)
+	boot = replaceOnce(t, "envoy/gateway-epp.yaml", boot, "port_value: 8080", fmt.Sprintf("port_value: %d", listen))
+	boot = replaceOnce(t, "envoy/gateway-epp.yaml", boot, "port_value: 9901", fmt.Sprintf("port_value: %d", admin))
+	envoyCfg := filepath.Join(s.dir, "envoy.yaml")
+	if err := os.WriteFile(envoyCfg, []byte(boot), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.envoy = startProc(t, s.dir, "envoy", envoyBin, "-c", envoyCfg, "--log-level", "warn",
+		"--base-id", fmt.Sprint(listen), "--disable-hot-restart")
+	s.url = fmt.Sprintf("http://127.0.0.1:%d", listen)
+	s.admin = fmt.Sprintf("http://127.0.0.1:%d", admin)
+	waitHTTP(t, s.admin+"/ready", 30*time.Second)
+	g.waitEPPHealth(t, 0, true)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, _ := benchPost(s.url, chatBody("warm up "+pk.name, "hi", false, 1))
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no request served through Envoy in 30s\n%s", pk.name, tail(p.log, 20))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return g, p
+}
+
+// waitGRPCServing waits until the picker's health port says SERVING for
+// envoy.service.ext_proc.v3.ExternalProcessor.
+func waitGRPCServing(t testing.TB, addr, name string, p *proc) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		r, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "envoy.service.ext_proc.v3.ExternalProcessor"})
+		cancel()
+		if err == nil && r.Status == healthpb.HealthCheckResponse_SERVING {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: health on %s not SERVING after 60s (%v, %v)\n%s", name, addr, r, err, tail(p.log, 20))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// envInt reads a positive integer knob.
+func envInt(t testing.TB, key string, def int) int {
+	v := os.Getenv(key)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive integer", key, v)
+	}
+	return n
+}
+
+// TestPeerReport runs dualmap and llm-d's endpoint picker in turn behind
+// the same gateway-style Envoy (envoy/gateway-epp.yaml: full duplex both
+// ways, trailers SEND, TLS to the EPP, ORIGINAL_DST), with the same four
+// `dualmap engine`s, and reports:
+//   - through engines that answer at once (time scale 1e6) and 2 KB
+//     prompts that all differ: p50/p99 at 100 and 500 requests/s, what that
+//     adds over Envoy alone (round robin, no ext_proc), the most requests/s
+//     64 closed-loop clients get through, and the picker's CPU per request
+//     over that closed loop (utime+stime from /proc/<pid>/stat);
+//   - the conversation trace replayed (dualmap replay's engine: prompts at
+//     a quarter size, at most 32 output tokens, engines 20 times faster than
+//     the profile) at each rate of DUALMAP_PEER_QPS (default "20,60": below
+//     and past saturation of the four engines), fresh engines for each:
+//     TTFT p50/p90/p99, the hit rate the engines report (cached tokens)
+//     and requests per instance.
+//
+// A report, not a pass/fail test: it runs with DUALMAP_BENCH_PEER=1 and
+// DUALMAP_LLMD_EPP=<llm-d EPP binary> (make bench-peer LLMD_SRC=...).
+// DUALMAP_PEER_TRACE (default ../shared/traces/conversation_trace.jsonl)
+// and DUALMAP_PEER_REQUESTS (default 400) choose the replay.
+func TestPeerReport(t *testing.T) {
+	if os.Getenv("DUALMAP_BENCH_PEER") == "" {
+		t.Skip("set DUALMAP_BENCH_PEER=1 and DUALMAP_LLMD_EPP (make bench-peer LLMD_SRC=...) to measure")
+	}
+	llmdBin := os.Getenv("DUALMAP_LLMD_EPP")
+	if llmdBin == "" {
+		t.Fatal("DUALMAP_LLMD_EPP is not set: the llm-d EPP binary (bash scripts/llmd-epp.sh <llm-d-router checkout>)")
+	}
+	tracePath := os.Getenv("DUALMAP_PEER_TRACE")
+	if tracePath == "" {
+		tracePath = filepath.Join(repoRoot, "..", "shared", "traces", "conversation_trace.jsonl")
+	}
+	requests := envInt(t, "DUALMAP_PEER_REQUESTS", 400)
+	var rates []float64
+	for _, f := range strings.Split(cmpOr(os.Getenv("DUALMAP_PEER_QPS"), "20,60"), ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || v <= 0 {
+			t.Fatalf("DUALMAP_PEER_QPS=%q: want comma-separated positive rates", os.Getenv("DUALMAP_PEER_QPS"))
+		}
+		rates = append(rates, v)
+	}
+	tr, err := trace.ReadFile(tracePath, trace.Options{Limit: requests})
+	if err != nil {
+		t.Fatalf("DUALMAP_PEER_TRACE: %v", err)
+	}
+	pickers := []picker{dualmapPicker(), llmdPicker(llmdBin)}
+	phase := 3 * time.Second
+
+	t.Logf("== added latency and throughput: 2 KB prompts, all different; engines answer at once; load average %s ==", loadAvg())
+	t.Logf("  %-12s %-5s %8s %8s %8s %8s %8s %7s %10s  %s", "picker", "rate", "req/s", "p50", "p99", "+p50", "+p99", "failed", "cpu ms/req", "per engine")
+	// Envoy alone first: the baseline of the "+" columns.
+	base := map[string][2]time.Duration{}
+	{
+		g, _ := startPeerStack(t, pickers[0], 1e6)
+		plain := startPlainEnvoy(t, g.stack)
+		gen := newBodyGen(t, 2<<10, 1)
+		closedLoopGen(plain, gen, 8, 500*time.Millisecond)
+		for _, rate := range []int{100, 500, 0} {
+			r, label := runRate(plain, gen, rate, phase)
+			base[label] = [2]time.Duration{q(r.lat, 0.5), q(r.lat, 0.99)}
+			t.Logf("  %-12s %-5s %8.0f %8s %8s %8s %8s %7d %10s  %s", "envoy alone", label, r.rps(), ms(base[label][0]), ms(base[label][1]), "-", "-", r.failed, "-", splitSummary(r.engines))
+		}
+		g.stop()
+	}
+	for i, pk := range pickers {
+		g, p := startPeerStack(t, pk, 1e6)
+		gen := newBodyGen(t, 2<<10, uint64(i+2))
+		closedLoopGen(g.url, gen, 8, 500*time.Millisecond)
+		for _, rate := range []int{100, 500, 0} {
+			c0, err := cpuTicks(p.cmd.Process.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, label := runRate(g.url, gen, rate, phase)
+			c1, _ := cpuTicks(p.cmd.Process.Pid)
+			cpu := "-"
+			if n := len(r.lat) + int(r.failed); n > 0 {
+				cpu = fmt.Sprintf("%.3f", float64(c1-c0)*1000/clockTick/float64(n))
+			}
+			p50, p99 := q(r.lat, 0.5), q(r.lat, 0.99)
+			t.Logf("  %-12s %-5s %8.0f %8s %8s %8s %8s %7d %10s  %s", pk.name, label, r.rps(), ms(p50), ms(p99),
+				ms(p50-base[label][0]), ms(p99-base[label][1]), r.failed, cpu, splitSummary(r.engines))
+		}
+		g.stop()
+	}
+
+	t.Logf("== conversation trace: first %d requests of %s, prompts x%.2f, <= %d output tokens, engines x%d ==",
+		len(tr.Requests), filepath.Base(tracePath), replayScale, replayMaxOutput, replaySpeed)
+	t.Logf("  %-8s %5s %8s %6s %7s %8s %8s %8s %7s  %s", "picker", "qps", "sent/s", "ok", "failed", "ttft p50", "p90", "p99", "hit", "per instance: requests (hit %, ttft p50 ms)")
+	for _, rate := range rates {
+		for _, pk := range pickers {
+			g, p := startPeerStack(t, pk, replaySpeed)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			la := loadAvg()
+			_, sum, err := replay.Run(ctx, tr, replay.Options{URL: g.url, QPS: rate, Stream: true,
+				MaxOutput: replayMaxOutput, ScaleTokens: replayScale, Seed: replaySeed, Model: "dualmap-sim"})
+			cancel()
+			if err != nil {
+				t.Fatalf("%s at %v QPS: %v", pk.name, rate, err)
+			}
+			var inst []string
+			for name, is := range sum.PerInstance {
+				inst = append(inst, fmt.Sprintf("%s: %d (%.1f%%, %d)", name[strings.LastIndexByte(name, ':')+1:], is.Requests, 100*is.HitRate, is.TTFTP50.Milliseconds()))
+			}
+			slices.Sort(inst)
+			t.Logf("  %-8s %5.0f %8.1f %6d %7d %8d %8d %8d %6.1f%%  %s   [load %s]", pk.name, rate, sum.AchievedQPS, sum.OK, sum.Failed,
+				sum.TTFT.P50.Milliseconds(), sum.TTFT.P90.Milliseconds(), sum.TTFT.P99.Milliseconds(), 100*sum.HitRate, strings.Join(inst, "  "), la)
+			if pk.name == "dualmap" && os.Getenv("DUALMAP_PEER_METRICS") != "" {
+				t.Logf("%s", pickerMetrics(g.routers[0].admin))
+			}
+			_ = p
+			g.stop()
+		}
+	}
+}
+
+// runRate is one load phase: rate requests/s open loop, or (rate 0) 64
+// closed-loop clients.
+func runRate(url string, gen *bodyGen, rate int, d time.Duration) (*loadResult, string) {
+	if rate == 0 {
+		return closedLoopGen(url, gen, 64, d), "max"
+	}
+	return openLoopGen(url, gen, rate, d), fmt.Sprint(rate)
+}
+
+// pickerMetrics is dualmap's queue and shedding lines from /metrics.
+func pickerMetrics(admin string) string {
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "#") {
+			continue
+		}
+		if strings.Contains(l, "queue") || strings.Contains(l, "shed") || strings.Contains(l, "load") || strings.Contains(l, "decisions") {
+			out = append(out, "    "+l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
