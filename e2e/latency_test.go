@@ -59,22 +59,20 @@ func TestAddedLatencyReport(t *testing.T) {
 			t.Logf("  %-12s %-7s %8s %8s %8s %8s %8s %7s  %s", "config", "rate", "req/s", "p50", "p99", "+p50", "+p99", "failed", "per engine")
 			base := map[string][2]time.Duration{}
 			p500 := map[string][2]time.Duration{}
-			for _, tg := range targets {
-				for _, rate := range []int{100, 500, 0} {
-					var r *loadResult
-					label := fmt.Sprint(rate)
-					if rate == 0 {
-						r = closedLoopGen(tg.url, gen, 64, phase)
-						label = "max"
-					} else {
-						r = openLoopGen(tg.url, gen, rate, phase)
-					}
+			for _, rate := range []int{100, 500, 0} {
+				res := interleave(len(targets), phase, func(i int, d time.Duration) *loadResult {
+					r, _ := runRate(targets[i].url, gen, rate, d)
+					return r
+				})
+				for i, tg := range targets {
+					r := res[i]
+					_, label := runRate("", nil, rate, -1)
 					p50, p99 := q(r.lat, 0.5), q(r.lat, 0.99)
 					added := "       -        -"
-					if tg.name == "envoy alone" {
+					if i == 0 {
 						base[label] = [2]time.Duration{p50, p99}
-					} else if b, ok := base[label]; ok {
-						added = fmt.Sprintf("%8s %8s", ms(p50-b[0]), ms(p99-b[1]))
+					} else {
+						added = fmt.Sprintf("%8s %8s", ms(p50-base[label][0]), ms(p99-base[label][1]))
 					}
 					if rate == 500 {
 						p500[tg.name] = [2]time.Duration{p50 - base[label][0], p99 - base[label][1]}
@@ -87,6 +85,32 @@ func TestAddedLatencyReport(t *testing.T) {
 				ms(fd[0]), ms(bf[0]), ratio(fd[0], bf[0]), ms(fd[1]), ms(bf[1]), ratio(fd[1], bf[1]))
 		}
 	}
+}
+
+// interleave runs n configurations for d each, in slices of a second taken
+// in turn (the order rotating from slice to slice), so that a machine whose
+// load changes over the run weighs on all of them alike; it returns each
+// configuration's merged result.
+func interleave(n int, d time.Duration, run func(i int, d time.Duration) *loadResult) []*loadResult {
+	parts := max(1, int(d/time.Second))
+	out := make([]*loadResult, n)
+	for k := 0; k < parts; k++ {
+		for j := 0; j < n; j++ {
+			i := (j + k) % n
+			r := run(i, d/time.Duration(parts))
+			if out[i] == nil {
+				out[i] = r
+				continue
+			}
+			out[i].lat = append(out[i].lat, r.lat...)
+			out[i].failed += r.failed
+			out[i].elapsed += r.elapsed
+			for e, c := range r.engines {
+				out[i].engines[e] += c
+			}
+		}
+	}
+	return out
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d)/float64(time.Millisecond)) }

@@ -267,39 +267,58 @@ func TestPeerReport(t *testing.T) {
 
 	t.Logf("== added latency and throughput: 2 KB prompts, all different; engines answer at once; load average %s ==", loadAvg())
 	t.Logf("  %-12s %-5s %8s %8s %8s %8s %8s %7s %10s  %s", "picker", "rate", "req/s", "p50", "p99", "+p50", "+p99", "failed", "cpu ms/req", "per engine")
-	// Envoy alone first: the baseline of the "+" columns.
-	base := map[string][2]time.Duration{}
-	{
-		g, _ := startPeerStack(t, pickers[0], 1e6)
-		plain := startPlainEnvoy(t, g.stack)
-		gen := newBodyGen(t, 2<<10, 1)
-		closedLoopGen(plain, gen, 8, 500*time.Millisecond)
-		for _, rate := range []int{100, 500, 0} {
-			r, label := runRate(plain, gen, rate, phase)
-			base[label] = [2]time.Duration{q(r.lat, 0.5), q(r.lat, 0.99)}
-			t.Logf("  %-12s %-5s %8.0f %8s %8s %8s %8s %7d %10s  %s", "envoy alone", label, r.rps(), ms(base[label][0]), ms(base[label][1]), "-", "-", r.failed, "-", splitSummary(r.engines))
-		}
-		g.stop()
+	// All three at once, measured in turn a second at a time (interleave):
+	// Envoy alone over the dualmap stack's engines is the baseline of the
+	// "+" columns.
+	type target struct {
+		name string
+		url  string
+		pid  int // the picker's, 0 for none
 	}
-	for i, pk := range pickers {
+	var targets []target
+	var stacks []*gatewayStack
+	for _, pk := range pickers {
 		g, p := startPeerStack(t, pk, 1e6)
-		gen := newBodyGen(t, 2<<10, uint64(i+2))
-		closedLoopGen(g.url, gen, 8, 500*time.Millisecond)
-		for _, rate := range []int{100, 500, 0} {
-			c0, err := cpuTicks(p.cmd.Process.Pid)
-			if err != nil {
-				t.Fatal(err)
+		stacks = append(stacks, g)
+		targets = append(targets, target{pk.name, g.url, p.cmd.Process.Pid})
+	}
+	targets = append([]target{{"envoy alone", startPlainEnvoy(t, stacks[0].stack), 0}}, targets...)
+	gen := newBodyGen(t, 2<<10, 1)
+	for _, tg := range targets {
+		closedLoopGen(tg.url, gen, 8, 500*time.Millisecond)
+	}
+	base := map[string][2]time.Duration{}
+	for _, rate := range []int{100, 500, 0} {
+		ticks := make([]int64, len(targets))
+		res := interleave(len(targets), phase, func(i int, d time.Duration) *loadResult {
+			var c0 int64
+			if targets[i].pid != 0 {
+				c0, _ = cpuTicks(targets[i].pid)
 			}
-			r, label := runRate(g.url, gen, rate, phase)
-			c1, _ := cpuTicks(p.cmd.Process.Pid)
-			cpu := "-"
-			if n := len(r.lat) + int(r.failed); n > 0 {
-				cpu = fmt.Sprintf("%.3f", float64(c1-c0)*1000/clockTick/float64(n))
+			r, _ := runRate(targets[i].url, gen, rate, d)
+			if targets[i].pid != 0 {
+				c1, _ := cpuTicks(targets[i].pid)
+				ticks[i] += c1 - c0
 			}
+			return r
+		})
+		_, label := runRate("", nil, rate, -1)
+		for i, tg := range targets {
+			r := res[i]
 			p50, p99 := q(r.lat, 0.5), q(r.lat, 0.99)
-			t.Logf("  %-12s %-5s %8.0f %8s %8s %8s %8s %7d %10s  %s", pk.name, label, r.rps(), ms(p50), ms(p99),
-				ms(p50-base[label][0]), ms(p99-base[label][1]), r.failed, cpu, splitSummary(r.engines))
+			added, cpu := [2]string{"-", "-"}, "-"
+			if i == 0 {
+				base[label] = [2]time.Duration{p50, p99}
+			} else {
+				added = [2]string{ms(p50 - base[label][0]), ms(p99 - base[label][1])}
+				if n := len(r.lat) + int(r.failed); n > 0 {
+					cpu = fmt.Sprintf("%.3f", float64(ticks[i])*1000/clockTick/float64(n))
+				}
+			}
+			t.Logf("  %-12s %-5s %8.0f %8s %8s %8s %8s %7d %10s  %s", tg.name, label, r.rps(), ms(p50), ms(p99), added[0], added[1], r.failed, cpu, splitSummary(r.engines))
 		}
+	}
+	for _, g := range stacks {
 		g.stop()
 	}
 
@@ -308,7 +327,7 @@ func TestPeerReport(t *testing.T) {
 	t.Logf("  %-8s %5s %8s %6s %7s %8s %8s %8s %7s  %s", "picker", "qps", "sent/s", "ok", "failed", "ttft p50", "p90", "p99", "hit", "per instance: requests (hit %, ttft p50 ms)")
 	for _, rate := range rates {
 		for _, pk := range pickers {
-			g, p := startPeerStack(t, pk, replaySpeed)
+			g, _ := startPeerStack(t, pk, replaySpeed)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			la := loadAvg()
 			_, sum, err := replay.Run(ctx, tr, replay.Options{URL: g.url, QPS: rate, Stream: true,
@@ -327,7 +346,6 @@ func TestPeerReport(t *testing.T) {
 			if pk.name == "dualmap" && os.Getenv("DUALMAP_PEER_METRICS") != "" {
 				t.Logf("%s", pickerMetrics(g.routers[0].admin))
 			}
-			_ = p
 			g.stop()
 		}
 	}
@@ -335,7 +353,14 @@ func TestPeerReport(t *testing.T) {
 
 // runRate is one load phase: rate requests/s open loop, or (rate 0) 64
 // closed-loop clients.
+// A negative d only names the phase.
 func runRate(url string, gen *bodyGen, rate int, d time.Duration) (*loadResult, string) {
+	if d < 0 {
+		if rate == 0 {
+			return nil, "max"
+		}
+		return nil, fmt.Sprint(rate)
+	}
 	if rate == 0 {
 		return closedLoopGen(url, gen, 64, d), "max"
 	}
