@@ -40,14 +40,19 @@ func TestAddedLatencyReport(t *testing.T) {
 	}
 	phase := 3 * time.Second
 	s := startStack(t, stackOptions{timeScale: 1e6})
-	duplexURL := startFrontProxy(t, s, "duplex-envoy", fullDuplex)
-	plainURL := startPlainEnvoy(t, s)
-	targets := []struct{ name, url string }{
-		{"envoy alone", plainURL},
-		{"buffered", s.url},
-		{"full duplex", duplexURL},
+	duplexURL, duplexEnvoy := startFrontProxy(t, s, "duplex-envoy", fullDuplex)
+	plainURL, plainEnvoy := startPlainEnvoy(t, s)
+	router := s.routers[0].cmd.Process.Pid
+	targets := []struct {
+		name          string
+		url           string
+		envoy, router int // pids whose CPU is counted, 0 for none
+	}{
+		{"envoy alone", plainURL, plainEnvoy.cmd.Process.Pid, 0},
+		{"buffered", s.url, s.envoy.cmd.Process.Pid, router},
+		{"full duplex", duplexURL, duplexEnvoy.cmd.Process.Pid, router},
 	}
-	t.Logf("%d CPUs; phases of %v; latency in ms; +p50/+p99: over Envoy alone at the same rate in the same round", runtime.NumCPU(), phase)
+	t.Logf("%d CPUs; phases of %v in 1 s slices taken in turn; latency in ms; +p50/+p99: over Envoy alone at the same rate in the same round; CPU: ms of utime+stime per request (Envoy; the router)", runtime.NumCPU(), phase)
 	for round := 1; round <= rounds; round++ {
 		for si, size := range []int{2 << 10, 200 << 10} {
 			gen := newBodyGen(t, size, uint64(round*10+si))
@@ -56,12 +61,16 @@ func TestAddedLatencyReport(t *testing.T) {
 			closedLoopGen(s.url, gen, 8, 300*time.Millisecond)
 			closedLoopGen(duplexURL, gen, 8, 300*time.Millisecond)
 			t.Logf("round %d, %d KB prompts (%d-byte bodies), load average %s", round, size>>10, len(gen.tmpl), loadAvg())
-			t.Logf("  %-12s %-7s %8s %8s %8s %8s %8s %7s  %s", "config", "rate", "req/s", "p50", "p99", "+p50", "+p99", "failed", "per engine")
+			t.Logf("  %-12s %-7s %8s %8s %8s %8s %8s %7s %7s %7s  %s", "config", "rate", "req/s", "p50", "p99", "+p50", "+p99", "failed", "envoy", "router", "per engine")
 			base := map[string][2]time.Duration{}
 			p500 := map[string][2]time.Duration{}
 			for _, rate := range []int{100, 500, 0} {
+				envoyTicks, routerTicks := make([]int64, len(targets)), make([]int64, len(targets))
 				res := interleave(len(targets), phase, func(i int, d time.Duration) *loadResult {
+					e0, r0 := ticksOf(targets[i].envoy), ticksOf(targets[i].router)
 					r, _ := runRate(targets[i].url, gen, rate, d)
+					envoyTicks[i] += ticksOf(targets[i].envoy) - e0
+					routerTicks[i] += ticksOf(targets[i].router) - r0
 					return r
 				})
 				for i, tg := range targets {
@@ -77,7 +86,13 @@ func TestAddedLatencyReport(t *testing.T) {
 					if rate == 500 {
 						p500[tg.name] = [2]time.Duration{p50 - base[label][0], p99 - base[label][1]}
 					}
-					t.Logf("  %-12s %-7s %8.0f %8s %8s %s %7d  %s", tg.name, label, r.rps(), ms(p50), ms(p99), added, r.failed, splitSummary(r.engines))
+					n := len(r.lat) + int(r.failed)
+					routerCPU := "-"
+					if tg.router != 0 {
+						routerCPU = perRequest(routerTicks[i], n)
+					}
+					t.Logf("  %-12s %-7s %8.0f %8s %8s %s %7d %7s %7s  %s", tg.name, label, r.rps(), ms(p50), ms(p99), added, r.failed,
+						perRequest(envoyTicks[i], n), routerCPU, splitSummary(r.engines))
 				}
 			}
 			fd, bf := p500["full duplex"], p500["buffered"]
@@ -113,6 +128,23 @@ func interleave(n int, d time.Duration, run func(i int, d time.Duration) *loadRe
 	return out
 }
 
+// ticksOf is cpuTicks, 0 for pid 0 or a process gone.
+func ticksOf(pid int) int64 {
+	if pid == 0 {
+		return 0
+	}
+	n, _ := cpuTicks(pid)
+	return n
+}
+
+// perRequest is CPU ticks over n requests, in milliseconds.
+func perRequest(ticks int64, n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", float64(ticks)*1000/clockTick/float64(n))
+}
+
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d)/float64(time.Millisecond)) }
 
 // ratio is a/b as a percentage over or under b ("n/a" when b is not
@@ -126,7 +158,7 @@ func ratio(a, b time.Duration) string {
 
 // startFrontProxy runs another Envoy from envoy/front-proxy.yaml, changed
 // by rewrite, in front of the stack's routers and engines.
-func startFrontProxy(t *testing.T, s *stack, name string, rewrite func(string) string) string {
+func startFrontProxy(t *testing.T, s *stack, name string, rewrite func(string) string) (string, *proc) {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join(repoRoot, "envoy", "front-proxy.yaml"))
 	if err != nil {
@@ -149,9 +181,9 @@ func startFrontProxy(t *testing.T, s *stack, name string, rewrite func(string) s
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	startProc(t, s.dir, name, envoyBin, "-c", path, "--log-level", "warn", "--base-id", fmt.Sprint(listen), "--disable-hot-restart")
+	p := startProc(t, s.dir, name, envoyBin, "-c", path, "--log-level", "warn", "--base-id", fmt.Sprint(listen), "--disable-hot-restart")
 	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/ready", admin), 30*time.Second)
-	return fmt.Sprintf("http://127.0.0.1:%d", listen)
+	return fmt.Sprintf("http://127.0.0.1:%d", listen), p
 }
 
 func q(lat []time.Duration, p float64) time.Duration {
@@ -164,7 +196,7 @@ func q(lat []time.Duration, p float64) time.Duration {
 
 // startPlainEnvoy runs a second Envoy that round-robins over the stack's
 // engines without ext_proc.
-func startPlainEnvoy(t *testing.T, s *stack) string {
+func startPlainEnvoy(t testing.TB, s *stack) (string, *proc) {
 	listen, admin := freePort(t), freePort(t)
 	cfg := fmt.Sprintf(`admin: {address: {socket_address: {address: 127.0.0.1, port_value: %d}}}
 static_resources:
@@ -199,9 +231,9 @@ static_resources:
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	startProc(t, s.dir, "plain-envoy", envoyBin, "-c", path, "--log-level", "warn", "--base-id", fmt.Sprint(listen), "--disable-hot-restart")
+	p := startProc(t, s.dir, "plain-envoy", envoyBin, "-c", path, "--log-level", "warn", "--base-id", fmt.Sprint(listen), "--disable-hot-restart")
 	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/ready", admin), 30*time.Second)
-	return fmt.Sprintf("http://127.0.0.1:%d", listen)
+	return fmt.Sprintf("http://127.0.0.1:%d", listen), p
 }
 
 func splitAddr(a string) (string, string) {

@@ -282,7 +282,8 @@ func TestPeerReport(t *testing.T) {
 		stacks = append(stacks, g)
 		targets = append(targets, target{pk.name, g.url, p.cmd.Process.Pid})
 	}
-	targets = append([]target{{"envoy alone", startPlainEnvoy(t, stacks[0].stack), 0}}, targets...)
+	plainURL, _ := startPlainEnvoy(t, stacks[0].stack)
+	targets = append([]target{{"envoy alone", plainURL, 0}}, targets...)
 	gen := newBodyGen(t, 2<<10, 1)
 	for _, tg := range targets {
 		closedLoopGen(tg.url, gen, 8, 500*time.Millisecond)
@@ -311,9 +312,7 @@ func TestPeerReport(t *testing.T) {
 				base[label] = [2]time.Duration{p50, p99}
 			} else {
 				added = [2]string{ms(p50 - base[label][0]), ms(p99 - base[label][1])}
-				if n := len(r.lat) + int(r.failed); n > 0 {
-					cpu = fmt.Sprintf("%.3f", float64(ticks[i])*1000/clockTick/float64(n))
-				}
+				cpu = perRequest(ticks[i], len(r.lat)+int(r.failed))
 			}
 			t.Logf("  %-12s %-5s %8.0f %8s %8s %8s %8s %7d %10s  %s", tg.name, label, r.rps(), ms(p50), ms(p99), added[0], added[1], r.failed, cpu, splitSummary(r.engines))
 		}
