@@ -64,6 +64,7 @@ func TestAddedLatencyReport(t *testing.T) {
 			t.Logf("  %-12s %-7s %8s %8s %8s %8s %8s %7s %7s %7s  %s", "config", "rate", "req/s", "p50", "p99", "+p50", "+p99", "failed", "envoy", "router", "per engine")
 			base := map[string][2]time.Duration{}
 			p500 := map[string][2]time.Duration{}
+			cpu500 := map[string]time.Duration{} // Envoy + router CPU per request
 			for _, rate := range []int{100, 500, 0} {
 				envoyTicks, routerTicks := make([]int64, len(targets)), make([]int64, len(targets))
 				res := interleave(len(targets), phase, func(i int, d time.Duration) *loadResult {
@@ -87,6 +88,9 @@ func TestAddedLatencyReport(t *testing.T) {
 						p500[tg.name] = [2]time.Duration{p50 - base[label][0], p99 - base[label][1]}
 					}
 					n := len(r.lat) + int(r.failed)
+					if rate == 500 && n > 0 {
+						cpu500[tg.name] = time.Duration((envoyTicks[i] + routerTicks[i]) * int64(time.Second/clockTick) / int64(n))
+					}
 					routerCPU := "-"
 					if tg.router != 0 {
 						routerCPU = perRequest(routerTicks[i], n)
@@ -96,8 +100,9 @@ func TestAddedLatencyReport(t *testing.T) {
 				}
 			}
 			fd, bf := p500["full duplex"], p500["buffered"]
-			t.Logf("  full duplex vs buffered at 500 req/s: added p50 %s vs %s ms (%s), added p99 %s vs %s ms (%s)",
-				ms(fd[0]), ms(bf[0]), ratio(fd[0], bf[0]), ms(fd[1]), ms(bf[1]), ratio(fd[1], bf[1]))
+			t.Logf("  full duplex vs buffered at 500 req/s: added p50 %s vs %s ms (%s), added p99 %s vs %s ms (%s), Envoy + router CPU per request %s vs %s ms (%s)",
+				ms(fd[0]), ms(bf[0]), ratio(fd[0], bf[0]), ms(fd[1]), ms(bf[1]), ratio(fd[1], bf[1]),
+				ms(cpu500["full duplex"]), ms(cpu500["buffered"]), ratio(cpu500["full duplex"], cpu500["buffered"]))
 		}
 	}
 }
