@@ -151,7 +151,7 @@ func startPeerStack(t testing.TB, pk picker, timeScale float64) (*gatewayStack, 
 		t.Fatal("envoy/gateway-epp.yaml: the EPP endpoint (9002, health 9003) not found")
 	}
 	boot = eppEndpointRe.ReplaceAllLiteralString(boot, fmt.Sprintf(
-		"%[1]s- endpoint:\n%[1]s    address: {socket_address: {address: 127.0.0.1, port_value: %d}}\n%[1]s    health_check_config: {port_value: %d}\n", m[1], gp, hp))
+		"%[1]s- endpoint:\n%[1]s    address: {socket_address: {address: 127.0.0.1, port_value: %[2]d}}\n%[1]s    health_check_config: {port_value: %[3]d}\n", m[1], gp, hp))
 	boot = replaceOnce(t, "envoy/gateway-epp.yaml", boot, "              mutation_rules:\n                disallow_is_error: true\n", "")
 	listen, admin := freePort(t), freePort(t)
 	boot = replaceOnce(t, "envoy/gateway-epp.yaml", boot, "port_value: 8080", fmt.Sprintf("port_value: %d", listen))
