@@ -236,7 +236,9 @@ func envInt(t testing.TB, key string, def int) int {
 // A report, not a pass/fail test: it runs with DUALMAP_BENCH_PEER=1 and
 // DUALMAP_LLMD_EPP=<llm-d EPP binary> (make bench-peer LLMD_SRC=...).
 // DUALMAP_PEER_TRACE (default ../shared/traces/conversation_trace.jsonl)
-// and DUALMAP_PEER_REQUESTS (default 400) choose the replay.
+// and DUALMAP_PEER_REQUESTS (default 800) choose the replay;
+// DUALMAP_PEER_PHASES (default "throughput,replay") the parts that run;
+// DUALMAP_PEER_METRICS=1 adds dualmap's queue metrics after each replay.
 func TestPeerReport(t *testing.T) {
 	if os.Getenv("DUALMAP_BENCH_PEER") == "" {
 		t.Skip("set DUALMAP_BENCH_PEER=1 and DUALMAP_LLMD_EPP (make bench-peer LLMD_SRC=...) to measure")
@@ -249,7 +251,7 @@ func TestPeerReport(t *testing.T) {
 	if tracePath == "" {
 		tracePath = filepath.Join(repoRoot, "..", "shared", "traces", "conversation_trace.jsonl")
 	}
-	requests := envInt(t, "DUALMAP_PEER_REQUESTS", 400)
+	requests := envInt(t, "DUALMAP_PEER_REQUESTS", 800)
 	var rates []float64
 	for _, f := range strings.Split(cmpOr(os.Getenv("DUALMAP_PEER_QPS"), "20,60"), ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
@@ -265,6 +267,19 @@ func TestPeerReport(t *testing.T) {
 	pickers := []picker{dualmapPicker(), llmdPicker(llmdBin)}
 	phase := 3 * time.Second
 
+	phases := cmpOr(os.Getenv("DUALMAP_PEER_PHASES"), "throughput,replay")
+	if strings.Contains(phases, "throughput") {
+		peerThroughput(t, pickers, phase)
+	}
+	if !strings.Contains(phases, "replay") {
+		return
+	}
+	peerReplay(t, pickers, tr, tracePath, rates)
+}
+
+// peerThroughput is the report's first part: added latency, maximum
+// requests/s and CPU per request.
+func peerThroughput(t *testing.T, pickers []picker, phase time.Duration) {
 	t.Logf("== added latency and throughput: 2 KB prompts, all different; engines answer at once; load average %s ==", loadAvg())
 	t.Logf("  %-12s %-5s %8s %8s %8s %8s %8s %7s %10s  %s", "picker", "rate", "req/s", "p50", "p99", "+p50", "+p99", "failed", "cpu ms/req", "per engine")
 	// All three at once, measured in turn a second at a time (interleave):
@@ -321,6 +336,11 @@ func TestPeerReport(t *testing.T) {
 		g.stop()
 	}
 
+}
+
+// peerReplay is the report's second part: the conversation trace at each
+// rate, each picker with fresh engines.
+func peerReplay(t *testing.T, pickers []picker, tr *trace.Trace, tracePath string, rates []float64) {
 	t.Logf("== conversation trace: first %d requests of %s, prompts x%.2f, <= %d output tokens, engines x%d ==",
 		len(tr.Requests), filepath.Base(tracePath), replayScale, replayMaxOutput, replaySpeed)
 	t.Logf("  %-8s %5s %8s %6s %7s %8s %8s %8s %7s  %s", "picker", "qps", "sent/s", "ok", "failed", "ttft p50", "p90", "p99", "hit", "per instance: requests (hit %, ttft p50 ms)")
