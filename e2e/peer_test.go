@@ -341,15 +341,26 @@ func peerThroughput(t *testing.T, pickers []picker, phase time.Duration) {
 // peerReplay is the report's second part: the conversation trace at each
 // rate, each picker with fresh engines.
 func peerReplay(t *testing.T, pickers []picker, tr *trace.Trace, tracePath string, rates []float64) {
+	metrics := os.Getenv("DUALMAP_PEER_METRICS") != ""
 	t.Logf("== conversation trace: first %d requests of %s, prompts x%.2f, <= %d output tokens, engines x%d ==",
 		len(tr.Requests), filepath.Base(tracePath), replayScale, replayMaxOutput, replaySpeed)
 	t.Logf("  %-8s %5s %8s %6s %7s %8s %8s %8s %7s  %s", "picker", "qps", "sent/s", "ok", "failed", "ttft p50", "p90", "p99", "hit", "per instance: requests (hit %, ttft p50 ms)")
 	for _, rate := range rates {
 		for _, pk := range pickers {
 			g, _ := startPeerStack(t, pk, replaySpeed)
+			var smp *loadSampler
+			if metrics {
+				admin := ""
+				if pk.name == "dualmap" {
+					admin = g.routers[0].admin
+				}
+				smp = sampleLoad(g.engines, admin)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			la := loadAvg()
-			_, sum, err := replay.Run(ctx, tr, replay.Options{URL: g.url, QPS: rate, Stream: true,
+			// Arrivals stay open loop past saturation: the client's
+			// concurrency cap is far above what the pool serves at once.
+			_, sum, err := replay.Run(ctx, tr, replay.Options{URL: g.url, QPS: rate, Stream: true, Concurrency: 2048,
 				MaxOutput: replayMaxOutput, ScaleTokens: replayScale, Seed: replaySeed, Model: "dualmap-sim"})
 			cancel()
 			if err != nil {
@@ -362,8 +373,11 @@ func peerReplay(t *testing.T, pickers []picker, tr *trace.Trace, tracePath strin
 			slices.Sort(inst)
 			t.Logf("  %-8s %5.0f %8.1f %6d %7d %8d %8d %8d %6.1f%%  %s   [load %s]", pk.name, rate, sum.AchievedQPS, sum.OK, sum.Failed,
 				sum.TTFT.P50.Milliseconds(), sum.TTFT.P90.Milliseconds(), sum.TTFT.P99.Milliseconds(), 100*sum.HitRate, strings.Join(inst, "  "), la)
-			if pk.name == "dualmap" && os.Getenv("DUALMAP_PEER_METRICS") != "" {
-				t.Logf("%s", pickerMetrics(g.routers[0].admin))
+			if metrics {
+				t.Logf("    %s", smp.finish(g.engines))
+				if pk.name == "dualmap" {
+					t.Logf("%s", pickerMetrics(g.routers[0].admin))
+				}
 			}
 			g.stop()
 		}
@@ -399,7 +413,8 @@ func pickerMetrics(admin string) string {
 		if strings.HasPrefix(l, "#") {
 			continue
 		}
-		if strings.Contains(l, "queue") || strings.Contains(l, "shed") || strings.Contains(l, "load") || strings.Contains(l, "decisions") {
+		if strings.HasPrefix(l, "dualmap_queue_wait_seconds_sum") || strings.HasPrefix(l, "dualmap_queue_wait_seconds_count") ||
+			strings.HasPrefix(l, "dualmap_decisions_total") || strings.Contains(l, "shed") {
 			out = append(out, "    "+l)
 		}
 	}
@@ -411,4 +426,113 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// loadSampler polls, every 50 ms during a replay, each engine's vLLM
+// gauges (requests running and waiting in the engine) and, for dualmap,
+// the router's queue depth: where requests wait, and whether engines had
+// nothing waiting while the router held requests back.
+type loadSampler struct {
+	stop, done chan struct{}
+	samples    int
+	running    float64 // summed over engines and samples
+	waiting    float64
+	queued     float64 // router queue depth, summed over samples
+	queuedN    int     // samples with requests in the router queue
+	starved    int     // of those, samples where some engine had nothing waiting
+	busy       int     // samples with requests anywhere (router or engines)
+}
+
+func sampleLoad(engines []*engineProc, admin string) *loadSampler {
+	s := &loadSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-tick.C:
+			}
+			var run, wait float64
+			idle := false
+			for _, e := range engines {
+				m := scrapeFirst("http://" + e.addr + "/metrics")
+				r, w := m["vllm:num_requests_running"], m["vllm:num_requests_waiting"]
+				run += r
+				wait += w
+				if w == 0 {
+					idle = true
+				}
+			}
+			q := 0.0
+			if admin != "" {
+				q = scrapeFirst("http://" + admin + "/metrics")["dualmap_queue_depth"]
+			}
+			s.samples++
+			s.running += run
+			s.waiting += wait
+			s.queued += q
+			if q > 0 {
+				s.queuedN++
+				if idle {
+					s.starved++
+				}
+			}
+			if q+run+wait > 0 {
+				s.busy++
+			}
+		}
+	}()
+	return s
+}
+
+// finish stops the sampler and describes what it saw, with the engines'
+// own mean TTFT (simulated seconds, from their histogram).
+func (s *loadSampler) finish(engines []*engineProc) string {
+	close(s.stop)
+	<-s.done
+	n := float64(max(1, s.samples))
+	var ttftSum, ttftN float64
+	for _, e := range engines {
+		m := scrapeFirst("http://" + e.addr + "/metrics")
+		ttftSum += m["vllm:time_to_first_token_seconds_sum"]
+		ttftN += m["vllm:time_to_first_token_seconds_count"]
+	}
+	return fmt.Sprintf("load (%d samples, %d busy): mean running in engines %.1f, waiting in engines %.1f, waiting in the router %.1f; router queue non-empty in %d samples, in %d of them an engine had nothing waiting; engine-side mean TTFT %.0f ms wall",
+		s.samples, s.busy, s.running/n, s.waiting/n, s.queued/n, s.queuedN, s.starved, 1000*ttftSum/max(1, ttftN)/replaySpeed)
+}
+
+// scrapeFirst reads a Prometheus text page into name -> value, the first
+// sample of each name whatever its labels (one pool, one model here).
+func scrapeFirst(url string) map[string]float64 {
+	out := map[string]float64{}
+	resp, err := http.Get(url)
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	for _, l := range strings.Split(string(b), "\n") {
+		if l == "" || l[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(l, ' ')
+		if i < 0 {
+			continue
+		}
+		name := l[:i]
+		if j := strings.IndexByte(name, '{'); j >= 0 {
+			name = name[:j]
+		}
+		v, err := strconv.ParseFloat(l[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		if _, seen := out[name]; !seen {
+			out[name] = v
+		}
+	}
+	return out
 }
