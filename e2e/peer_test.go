@@ -238,7 +238,9 @@ func envInt(t testing.TB, key string, def int) int {
 // DUALMAP_PEER_TRACE (default ../shared/traces/conversation_trace.jsonl)
 // and DUALMAP_PEER_REQUESTS (default 800) choose the replay;
 // DUALMAP_PEER_PHASES (default "throughput,replay") the parts that run;
-// DUALMAP_PEER_METRICS=1 adds dualmap's queue metrics after each replay.
+// DUALMAP_PEER_METRICS=1 samples where requests wait during each replay;
+// DUALMAP_PEER_CONCURRENCY (default 2048) caps the replay's requests in
+// flight.
 func TestPeerReport(t *testing.T) {
 	if os.Getenv("DUALMAP_BENCH_PEER") == "" {
 		t.Skip("set DUALMAP_BENCH_PEER=1 and DUALMAP_LLMD_EPP (make bench-peer LLMD_SRC=...) to measure")
@@ -342,9 +344,10 @@ func peerThroughput(t *testing.T, pickers []picker, phase time.Duration) {
 // rate, each picker with fresh engines.
 func peerReplay(t *testing.T, pickers []picker, tr *trace.Trace, tracePath string, rates []float64) {
 	metrics := os.Getenv("DUALMAP_PEER_METRICS") != ""
+	concurrency := envInt(t, "DUALMAP_PEER_CONCURRENCY", 2048)
 	t.Logf("== conversation trace: first %d requests of %s, prompts x%.2f, <= %d output tokens, engines x%d ==",
 		len(tr.Requests), filepath.Base(tracePath), replayScale, replayMaxOutput, replaySpeed)
-	t.Logf("  %-8s %5s %8s %6s %7s %8s %8s %8s %7s  %s", "picker", "qps", "sent/s", "ok", "failed", "ttft p50", "p90", "p99", "hit", "per instance: requests (hit %, ttft p50 ms)")
+	t.Logf("  %-8s %5s %8s %6s %7s %7s %8s %8s %8s %8s %7s  %s", "picker", "qps", "sent/s", "ok", "failed", "delayed", "ttft p50", "p90", "p99", "e2e p50", "hit", "per instance: requests (hit %, ttft p50 ms)")
 	for _, rate := range rates {
 		for _, pk := range pickers {
 			g, _ := startPeerStack(t, pk, replaySpeed)
@@ -359,8 +362,10 @@ func peerReplay(t *testing.T, pickers []picker, tr *trace.Trace, tracePath strin
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			la := loadAvg()
 			// Arrivals stay open loop past saturation: the client's
-			// concurrency cap is far above what the pool serves at once.
-			_, sum, err := replay.Run(ctx, tr, replay.Options{URL: g.url, QPS: rate, Stream: true, Concurrency: 2048,
+			// concurrency cap (DUALMAP_PEER_CONCURRENCY, default 2048) is far
+			// above what the pool serves at once. replay's own default, 256,
+			// makes later arrivals wait in the client, uncounted in TTFT.
+			_, sum, err := replay.Run(ctx, tr, replay.Options{URL: g.url, QPS: rate, Stream: true, Concurrency: concurrency,
 				MaxOutput: replayMaxOutput, ScaleTokens: replayScale, Seed: replaySeed, Model: "dualmap-sim"})
 			cancel()
 			if err != nil {
@@ -371,8 +376,8 @@ func peerReplay(t *testing.T, pickers []picker, tr *trace.Trace, tracePath strin
 				inst = append(inst, fmt.Sprintf("%s: %d (%.1f%%, %d)", name[strings.LastIndexByte(name, ':')+1:], is.Requests, 100*is.HitRate, is.TTFTP50.Milliseconds()))
 			}
 			slices.Sort(inst)
-			t.Logf("  %-8s %5.0f %8.1f %6d %7d %8d %8d %8d %6.1f%%  %s   [load %s]", pk.name, rate, sum.AchievedQPS, sum.OK, sum.Failed,
-				sum.TTFT.P50.Milliseconds(), sum.TTFT.P90.Milliseconds(), sum.TTFT.P99.Milliseconds(), 100*sum.HitRate, strings.Join(inst, "  "), la)
+			t.Logf("  %-8s %5.0f %8.1f %6d %7d %7d %8d %8d %8d %8d %6.1f%%  %s   [load %s]", pk.name, rate, sum.AchievedQPS, sum.OK, sum.Failed, sum.Delayed,
+				sum.TTFT.P50.Milliseconds(), sum.TTFT.P90.Milliseconds(), sum.TTFT.P99.Milliseconds(), sum.E2E.P50.Milliseconds(), 100*sum.HitRate, strings.Join(inst, "  "), la)
 			if metrics {
 				t.Logf("    %s", smp.finish(g.engines))
 				if pk.name == "dualmap" {
