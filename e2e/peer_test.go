@@ -228,7 +228,7 @@ func envInt(t testing.TB, key string, def int) int {
 //     over that closed loop (utime+stime from /proc/<pid>/stat);
 //   - the conversation trace replayed (dualmap replay's engine: prompts at
 //     a quarter size, at most 32 output tokens, engines 20 times faster than
-//     the profile) at each rate of DUALMAP_PEER_QPS (default "20,60": below
+//     the profile) at each rate of DUALMAP_PEER_QPS (default "20,200": below
 //     and past saturation of the four engines), fresh engines for each:
 //     TTFT p50/p90/p99, the hit rate the engines report (cached tokens)
 //     and requests per instance.
@@ -255,7 +255,7 @@ func TestPeerReport(t *testing.T) {
 	}
 	requests := envInt(t, "DUALMAP_PEER_REQUESTS", 800)
 	var rates []float64
-	for _, f := range strings.Split(cmpOr(os.Getenv("DUALMAP_PEER_QPS"), "20,60"), ",") {
+	for _, f := range strings.Split(cmpOr(os.Getenv("DUALMAP_PEER_QPS"), "20,200"), ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
 		if err != nil || v <= 0 {
 			t.Fatalf("DUALMAP_PEER_QPS=%q: want comma-separated positive rates", os.Getenv("DUALMAP_PEER_QPS"))
@@ -445,6 +445,7 @@ type loadSampler struct {
 	queued     float64 // router queue depth, summed over samples
 	queuedN    int     // samples with requests in the router queue
 	starved    int     // of those, samples where some engine had nothing waiting
+	allIdle    int     // of those, samples where no engine had anything waiting
 	busy       int     // samples with requests anywhere (router or engines)
 }
 
@@ -461,7 +462,7 @@ func sampleLoad(engines []*engineProc, admin string) *loadSampler {
 			case <-tick.C:
 			}
 			var run, wait float64
-			idle := false
+			idle, all := false, true
 			for _, e := range engines {
 				m := scrapeFirst("http://" + e.addr + "/metrics")
 				r, w := m["vllm:num_requests_running"], m["vllm:num_requests_waiting"]
@@ -469,6 +470,8 @@ func sampleLoad(engines []*engineProc, admin string) *loadSampler {
 				wait += w
 				if w == 0 {
 					idle = true
+				} else {
+					all = false
 				}
 			}
 			q := 0.0
@@ -483,6 +486,9 @@ func sampleLoad(engines []*engineProc, admin string) *loadSampler {
 				s.queuedN++
 				if idle {
 					s.starved++
+				}
+				if all {
+					s.allIdle++
 				}
 			}
 			if q+run+wait > 0 {
@@ -505,8 +511,8 @@ func (s *loadSampler) finish(engines []*engineProc) string {
 		ttftSum += m["vllm:time_to_first_token_seconds_sum"]
 		ttftN += m["vllm:time_to_first_token_seconds_count"]
 	}
-	return fmt.Sprintf("load (%d samples, %d busy): mean running in engines %.1f, waiting in engines %.1f, waiting in the router %.1f; router queue non-empty in %d samples, in %d of them an engine had nothing waiting; engine-side mean TTFT %.0f ms wall",
-		s.samples, s.busy, s.running/n, s.waiting/n, s.queued/n, s.queuedN, s.starved, 1000*ttftSum/max(1, ttftN)/replaySpeed)
+	return fmt.Sprintf("load (%d samples, %d busy): mean running in engines %.1f, waiting in engines %.1f, waiting in the router %.1f; router queue non-empty in %d samples, in %d of them some engine and in %d every engine had nothing waiting; engine-side mean TTFT %.0f ms wall",
+		s.samples, s.busy, s.running/n, s.waiting/n, s.queued/n, s.queuedN, s.starved, s.allIdle, 1000*ttftSum/max(1, ttftN)/replaySpeed)
 }
 
 // scrapeFirst reads a Prometheus text page into name -> value, the first

@@ -5,8 +5,9 @@
 # from LLMD_SRC once (scripts/llmd-epp.sh, cached outside the repository)
 # and installs Envoy when missing (scripts/envoy.sh).
 #
-#   DUALMAP_PEER_QPS (20,60)   DUALMAP_PEER_REQUESTS (400)
-#   DUALMAP_PEER_TRACE (../shared/traces/conversation_trace.jsonl)
+#   DUALMAP_PEER_QPS (20,200)   DUALMAP_PEER_REQUESTS (800)   DUALMAP_PEER_CONCURRENCY (2048)
+#   DUALMAP_PEER_TRACE (../shared/traces/conversation_trace.jsonl)   DUALMAP_PEER_PHASES
+#   (throughput,replay)   DUALMAP_PEER_METRICS (1: where requests wait)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${LLMD_SRC:-}" ]; then
