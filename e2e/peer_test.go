@@ -43,6 +43,11 @@ func dualmapPicker() picker {
 		for i, e := range s.engines {
 			cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, fmt.Sprintf("address: 127.0.0.1:%d", 8001+i), "address: "+e.addr)
 		}
+		if extra := os.Getenv("DUALMAP_PEER_DUALMAP_LIMITS"); extra != "" {
+			// A diagnosis knob: more limits keys for dualmap, e.g.
+			// "queue_budget_tokens: -1" (no router queue).
+			cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, "limits:\n", "limits:\n  "+extra+"\n")
+		}
 		ap := freePort(t)
 		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `grpc: ":9002"`, fmt.Sprintf(`grpc: "127.0.0.1:%d"`, gp))
 		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `admin: ":9090"`, fmt.Sprintf(`admin: "127.0.0.1:%d"`, ap))
@@ -240,7 +245,8 @@ func envInt(t testing.TB, key string, def int) int {
 // DUALMAP_PEER_PHASES (default "throughput,replay") the parts that run;
 // DUALMAP_PEER_METRICS=1 samples where requests wait during each replay;
 // DUALMAP_PEER_CONCURRENCY (default 2048) caps the replay's requests in
-// flight.
+// flight; DUALMAP_PEER_DUALMAP_LIMITS adds a line under dualmap's limits
+// (e.g. "queue_budget_tokens: -1") for diagnosis.
 func TestPeerReport(t *testing.T) {
 	if os.Getenv("DUALMAP_BENCH_PEER") == "" {
 		t.Skip("set DUALMAP_BENCH_PEER=1 and DUALMAP_LLMD_EPP (make bench-peer LLMD_SRC=...) to measure")
