@@ -227,13 +227,15 @@ func envInt(t testing.TB, key string, def int) int {
 // ways, trailers SEND, TLS to the EPP, ORIGINAL_DST), with the same four
 // `dualmap engine`s, and reports:
 //   - through engines that answer at once (time scale 1e6) and 2 KB
-//     prompts that all differ: p50/p99 at 100 and 500 requests/s, what that
-//     adds over Envoy alone (round robin, no ext_proc), the most requests/s
-//     64 closed-loop clients get through, and the picker's CPU per request
-//     over that closed loop (utime+stime from /proc/<pid>/stat);
-//   - the conversation trace replayed (dualmap replay's engine: prompts at
-//     a quarter size, at most 32 output tokens, engines 20 times faster than
-//     the profile) at each rate of DUALMAP_PEER_QPS (default "20,200": below
+//     prompts that all differ, both pickers and Envoy alone (round robin,
+//     no ext_proc) running side by side and measured a second at a time in
+//     turn: p50/p99 at 100 and 500 requests/s, what that adds over Envoy
+//     alone, the most requests/s 64 closed-loop clients get through, and
+//     the picker's CPU per request in each phase (utime+stime from
+//     /proc/<pid>/stat);
+//   - the conversation trace replayed as TestTraceReplayMatchesSimulator
+//     does (prompts at a quarter size, at most 32 output tokens, engines 20
+//     times faster than the profile) at each rate of DUALMAP_PEER_QPS (default "20,200": below
 //     and past saturation of the four engines), fresh engines for each:
 //     TTFT p50/p90/p99, the hit rate the engines report (cached tokens)
 //     and requests per instance.
