@@ -4,7 +4,7 @@ BIN     := bin/dualmap
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build build-tokenizers test unit bench bench-e2e soak lint run demo e2e clean jaeger llama bench-real
+.PHONY: all build build-tokenizers test unit bench bench-e2e bench-peer soak lint run demo e2e clean jaeger llama bench-real
 
 all: build
 
@@ -61,9 +61,17 @@ run:
 demo:
 	bash scripts/demo.sh
 
-# bench-e2e: the router's added latency through a real Envoy (a report).
+# bench-e2e: the router's added latency through a real Envoy, full-duplex
+# and BUFFERED ext_proc against Envoy alone, 2 KB and 200 KB prompts (a
+# report; DUALMAP_BENCH_ROUNDS, default 2).
 bench-e2e:
 	DUALMAP_BENCH_E2E=1 DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -v -run TestAddedLatencyReport ./e2e/
+
+# bench-peer: dualmap and llm-d's endpoint picker side by side behind the
+# same gateway-style Envoy (a report). LLMD_SRC: an llm-d-router checkout,
+# whose EPP is built once into the cache by scripts/llmd-epp.sh.
+bench-peer:
+	GO=$(GO) LLMD_SRC="$(LLMD_SRC)" bash scripts/bench-peer.sh
 
 # soak: the conversation trace through Envoy and three routers sharing Redis
 # for DUALMAP_SOAK_DURATION (default 10m), Redis restarted twice (a report).
