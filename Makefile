@@ -4,7 +4,7 @@ BIN     := bin/dualmap
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build build-tokenizers test unit bench bench-e2e soak lint run demo e2e clean jaeger
+.PHONY: all build build-tokenizers test unit chart bench bench-e2e soak lint run demo e2e clean jaeger
 
 all: build
 
@@ -21,11 +21,21 @@ build-tokenizers: libtokenizers
 
 # test: everything CI runs. Lint, the unit tests with the race detector
 # (every fuzz target's seed corpus runs there), a build without cgo, then
-# the packages that use real tokenizers again with them, then the e2e suite.
-test: lint unit nocgo test-tokenizers e2e
+# the packages that use real tokenizers again with them, the Helm chart and
+# the container image, then the e2e suite.
+test: lint unit nocgo test-tokenizers chart e2e
 
 unit:
 	$(GO) test -race -count=1 ./...
+
+# chart: helm lint and helm template of charts/dualmap with the Helm Go
+# library for every value set in charts/test/testdata/values, golden files,
+# strict decoding into the Kubernetes API types, and the rendered dualmap
+# config through the real loader. A module of its own (charts/test/go.mod)
+# so Helm and the Kubernetes modules stay out of the router's dependencies.
+# After a deliberate chart change: cd charts/test && go test -update.
+chart:
+	cd charts/test && $(GO) test -race -count=1 ./...
 
 nocgo:
 	CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/dualmap
@@ -42,10 +52,12 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/
+	cd charts/test && $(GO) vet ./...
 	@sc=$$(GO=$(GO) bash scripts/staticcheck.sh | tail -n 1) && set -x && \
 	"$$sc" ./... && \
 	"$$sc" -tags e2e ./e2e/ && \
-	"$$sc" -tags tokenizers ./internal/tokenize/ ./internal/extproc/
+	"$$sc" -tags tokenizers ./internal/tokenize/ ./internal/extproc/ && \
+	cd charts/test && "$$sc" ./...
 
 # jaeger: a local Jaeger v2 (built once by scripts/jaeger.sh, cached outside
 # the repository) on 127.0.0.1: OTLP 4317/4318, UI 16686. `make run` in
