@@ -85,11 +85,15 @@ func loadChart(t *testing.T) *chart.Chart {
 // render is `helm template`: a client-only dry-run install. It returns the
 // manifest and NOTES.txt.
 func render(c *chart.Chart, vals map[string]any) (manifest, notes string, err error) {
+	return renderAs(c, vals, releaseName)
+}
+
+func renderAs(c *chart.Chart, vals map[string]any, release string) (manifest, notes string, err error) {
 	install := action.NewInstall(&action.Configuration{})
 	install.DryRun = true
 	install.ClientOnly = true
 	install.Replace = true
-	install.ReleaseName = releaseName
+	install.ReleaseName = release
 	install.Namespace = namespace
 	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.33.0", Major: "1", Minor: "33"}
 	rel, err := install.RunWithContext(context.Background(), c, vals)
