@@ -9,6 +9,7 @@ import (
 	"go/token"
 	"go/types"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -67,56 +68,61 @@ func TestConfigReferenceCoversEveryKey(t *testing.T) {
 // package's source.
 func fieldDocs() (map[string]string, error) {
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, ".", func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, parser.ParseComments)
+	names, err := filepath.Glob("*.go")
 	if err != nil {
 		return nil, err
 	}
 	docs := map[string]string{}
-	for _, p := range pkgs {
-		for _, f := range p.Files {
-			ast.Inspect(f, func(n ast.Node) bool {
-				ts, ok := n.(*ast.TypeSpec)
-				if !ok {
-					return true
-				}
-				st, ok := ts.Type.(*ast.StructType)
-				if !ok {
-					return true
-				}
-				// A field right under a documented one, with no comment of
-				// its own, shares that comment when it has the same type
-				// or extends its key (tls, tls_ca_file).
-				prevLine, docType, docTag := -1, "", ""
-				for _, fl := range st.Fields.List {
-					text := ""
-					if fl.Doc != nil {
-						text = fl.Doc.Text()
-					}
-					if fl.Comment != nil {
-						text = strings.TrimSpace(text + " " + fl.Comment.Text())
-					}
-					line := fset.Position(fl.Pos()).Line
-					typ := types.ExprString(fl.Type)
-					tag := ""
-					if fl.Tag != nil {
-						tag = strings.Split(reflect.StructTag(strings.Trim(fl.Tag.Value, "`")).Get("yaml"), ",")[0]
-					}
-					switch {
-					case fl.Doc != nil:
-						docType, docTag = typ, tag
-					case text == "" && docType != "" && line == prevLine+1 && (typ == docType || strings.HasPrefix(tag, docTag+"_")):
-						text = sameAsAbove
-					default:
-						docType = ""
-					}
-					prevLine = fset.Position(fl.End()).Line
-					for _, nm := range fl.Names {
-						docs[ts.Name.Name+"."+nm.Name] = oneLine(text)
-					}
-				}
-				return true
-			})
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
 		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+		if err != nil {
+			return nil, err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			ts, ok := n.(*ast.TypeSpec)
+			if !ok {
+				return true
+			}
+			st, ok := ts.Type.(*ast.StructType)
+			if !ok {
+				return true
+			}
+			// A field right under a documented one, with no comment of
+			// its own, shares that comment when it has the same type
+			// or extends its key (tls, tls_ca_file).
+			prevLine, docType, docTag := -1, "", ""
+			for _, fl := range st.Fields.List {
+				text := ""
+				if fl.Doc != nil {
+					text = fl.Doc.Text()
+				}
+				if fl.Comment != nil {
+					text = strings.TrimSpace(text + " " + fl.Comment.Text())
+				}
+				line := fset.Position(fl.Pos()).Line
+				typ := types.ExprString(fl.Type)
+				tag := ""
+				if fl.Tag != nil {
+					tag = strings.Split(reflect.StructTag(strings.Trim(fl.Tag.Value, "`")).Get("yaml"), ",")[0]
+				}
+				switch {
+				case fl.Doc != nil:
+					docType, docTag = typ, tag
+				case text == "" && docType != "" && line == prevLine+1 && (typ == docType || strings.HasPrefix(tag, docTag+"_")):
+					text = sameAsAbove
+				default:
+					docType = ""
+				}
+				prevLine = fset.Position(fl.End()).Line
+				for _, nm := range fl.Names {
+					docs[ts.Name.Name+"."+nm.Name] = oneLine(text)
+				}
+			}
+			return true
+		})
 	}
 	return docs, nil
 }
