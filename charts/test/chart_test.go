@@ -118,6 +118,14 @@ func TestChartLint(t *testing.T) {
 	}
 }
 
+// TestChartLintFails: lint reports bad values (the lint above can fail).
+func TestChartLintFails(t *testing.T) {
+	l := lint.AllWithKubeVersionAndSchemaValidation(chartDir, map[string]any{"mode": "sidecar"}, namespace, nil, false)
+	if l.HighestSeverity < support.ErrorSev {
+		t.Errorf("helm lint passed mode: sidecar: %v", l.Messages)
+	}
+}
+
 func TestChartGolden(t *testing.T) {
 	c := loadChart(t)
 	for _, name := range valueSets(t) {
