@@ -22,6 +22,8 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{"unknown top-level key", map[string]any{"replicaCuont": 2}, "replicaCuont"},
 		{"zero replicas", map[string]any{"replicaCount": 0}, "replicaCount"},
 		{"unquoted off", map[string]any{"tls": map[string]any{"mode": false}}, "tls"},
+		{"mutual TLS with the chart's Envoy", map[string]any{"tls": map[string]any{"mode": "files", "existingSecret": "s", "clientCA": true}}, "tls.clientCA"},
+		{"certificate without key", map[string]any{"tls": map[string]any{"mode": "files", "cert": "PEM"}}, "tls.key"},
 		{"files without a Secret", map[string]any{"tls": map[string]any{"mode": "files"}}, "existingSecret"},
 		{"pool without selector", map[string]any{"mode": "inferencePool"}, "selector"},
 		{"bad failureMode", map[string]any{"mode": "inferencePool", "inferencePool": map[string]any{"selector": map[string]any{"app": "x"}, "failureMode": "Open"}}, "failureMode"},

@@ -154,6 +154,7 @@ var expects = map[string]expect{
 	"standalone-memory":      {replicas: 1, backend: "memory", tlsMode: "off", pools: 2, envoy: true},
 	"replicas-bundled-redis": {replicas: 3, backend: "redis", tlsMode: "self-signed", pools: 1, envoy: true, pdb: true, redisPodWant: true, monitor: true, dashboard: true, tracing: true},
 	"external-redis-tls":     {replicas: 2, backend: "redis", tlsMode: "files", pools: 1, pdb: true, redisTLS: true},
+	"inline-tls":             {replicas: 1, backend: "redis", tlsMode: "files", pools: 1, redisTLS: true},
 	"inferencepool":          {replicas: 2, backend: "redis", tlsMode: "self-signed", pools: 1, pool: true, pdb: true},
 }
 
@@ -316,15 +317,16 @@ func checkPorts(t *testing.T, cfg config.Config, c corev1.Container, svc *corev1
 // loadRenderedConfig loads the config the chart wrote with the router's
 // loader. Each file it names must lie in a volume the chart mounts in the
 // router container, from a Secret or ConfigMap; the test writes stand-ins
-// (a fresh certificate and key, a password) under a temporary root in
-// place of the mount paths, so the loader reads real files.
+// under a temporary root in place of the mount paths, so the loader reads
+// real files: the content of the Secret or ConfigMap when the chart renders
+// it, otherwise a stand-in (a fresh certificate and key, a password).
 func loadRenderedConfig(t *testing.T, text string, pod corev1.PodSpec, c corev1.Container, objs []object) config.Config {
 	t.Helper()
 	root := t.TempDir()
 	cert, key := selfSigned(t)
 	paths := regexp.MustCompile(`/etc/dualmap/[A-Za-z0-9_./-]+`).FindAllString(text, -1)
 	for _, p := range paths {
-		checkMounted(t, p, pod, c, objs)
+		rendered := checkMounted(t, p, pod, c, objs)
 		local := filepath.Join(root, p)
 		if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
 			t.Fatal(err)
@@ -339,6 +341,9 @@ func loadRenderedConfig(t *testing.T, text string, pod corev1.PodSpec, c corev1.
 			data = []byte(`{"model":{"type":"BPE"}}`)
 		default:
 			data = []byte("secret\n")
+		}
+		if rendered != nil {
+			data = rendered // the chart's own Secret: the loader checks the real PEM
 		}
 		if err := os.WriteFile(local, data, 0o600); err != nil {
 			t.Fatal(err)
@@ -365,7 +370,10 @@ func loadRenderedConfig(t *testing.T, text string, pod corev1.PodSpec, c corev1.
 
 // checkMounted: path p is in a volume mounted in the container, and a
 // Secret or ConfigMap volume the chart renders has the key.
-func checkMounted(t *testing.T, p string, pod corev1.PodSpec, c corev1.Container, objs []object) {
+//
+// It returns the file's content when the chart renders it (nil for a
+// user's existing Secret or ConfigMap).
+func checkMounted(t *testing.T, p string, pod corev1.PodSpec, c corev1.Container, objs []object) []byte {
 	t.Helper()
 	for _, m := range c.VolumeMounts {
 		if filepath.Dir(p) != m.MountPath {
@@ -384,23 +392,28 @@ func checkMounted(t *testing.T, p string, pod corev1.PodSpec, c corev1.Container
 					}
 				}
 				if s, ok := find[*corev1.Secret](objs, v.Secret.SecretName); ok {
-					if _, ok := s.Data[file]; !ok {
+					d, ok := s.Data[file]
+					if !ok {
 						t.Errorf("%s: Secret %s has no key %s", p, s.Name, file)
 					}
+					return d
 				}
 			case v.ConfigMap != nil:
 				if cm, ok := find[*corev1.ConfigMap](objs, v.ConfigMap.Name); ok {
-					if _, ok := cm.Data[file]; !ok {
+					d, ok := cm.Data[file]
+					if !ok {
 						t.Errorf("%s: ConfigMap %s has no key %s", p, cm.Name, file)
 					}
+					return []byte(d)
 				}
 			}
-			return
+			return nil
 		}
 		t.Errorf("%s: volume %s is not in the pod", p, m.Name)
-		return
+		return nil
 	}
 	t.Errorf("the config names %s, which is in no volume mounted in the router container", p)
+	return nil
 }
 
 // checkSecretRef: a Secret the chart renders has the key; otherwise the

@@ -58,6 +58,17 @@ app.kubernetes.io/component: router
 {{- if or .Values.redis.password .Values.redis.existingSecret }}true{{ end }}
 {{- end }}
 
+{{/* The Secret with the ext_proc certificate: yours, or the chart's from PEM values. */}}
+{{- define "dualmap.tlsSecret" -}}
+{{- if .Values.tls.existingSecret }}{{ .Values.tls.existingSecret }}{{ else if .Values.tls.cert }}{{ printf "%s-tls" (include "dualmap.fullname" .) }}{{ end }}
+{{- end }}
+
+{{/* The Secret with the Redis CA and client certificate. */}}
+{{- define "dualmap.redisTLSSecret" -}}
+{{- $t := .Values.redis.external.tls }}
+{{- if $t.existingSecret }}{{ $t.existingSecret }}{{ else if $t.ca }}{{ printf "%s-redis-tls" (include "dualmap.fullname" .) }}{{ end }}
+{{- end }}
+
 {{- define "dualmap.redisEnabled" -}}
 {{- if or .Values.redis.bundled.enabled .Values.redis.external.enabled }}true{{ end }}
 {{- end }}
@@ -116,7 +127,7 @@ The dualmap config file: what the chart derives from the values, with
 {{- if $x.tls.enabled }}
 {{- $_ := set $r "tls" true }}
 {{- if $x.tls.serverName }}{{ $_ := set $r "tls_server_name" $x.tls.serverName }}{{ end }}
-{{- if $x.tls.existingSecret }}
+{{- if include "dualmap.redisTLSSecret" . }}
 {{- $_ := set $r "tls_ca_file" (printf "%s/ca.crt" $paths.redisTLS) }}
 {{- if $x.tls.clientCert }}
 {{- $_ := set $r "tls_cert_file" (printf "%s/tls.crt" $paths.redisTLS) }}
