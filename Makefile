@@ -4,7 +4,7 @@ BIN     := bin/dualmap
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build build-tokenizers test unit bench bench-e2e bench-peer soak lint run demo e2e clean jaeger llama bench-real
+.PHONY: all build build-tokenizers test unit chart image image-oci image-test bench bench-e2e bench-peer soak lint run demo e2e clean jaeger llama bench-real
 
 all: build
 
@@ -21,14 +21,48 @@ build-tokenizers: libtokenizers
 
 # test: everything CI runs. Lint, the unit tests with the race detector
 # (every fuzz target's seed corpus runs there), a build without cgo, then
-# the packages that use real tokenizers again with them, then the e2e suite.
-test: lint unit nocgo test-tokenizers e2e
+# the packages that use real tokenizers again with them, the Helm chart and
+# the container image, then the e2e suite.
+test: lint unit nocgo test-tokenizers chart image-test e2e
 
 unit:
 	$(GO) test -race -count=1 ./...
 
+# chart: helm lint and helm template of charts/dualmap with the Helm Go
+# library for every value set in charts/test/testdata/values, golden files,
+# strict decoding into the Kubernetes API types, and the rendered dualmap
+# config through the real loader. A module of its own (charts/test/go.mod)
+# so Helm and the Kubernetes modules stay out of the router's dependencies.
+# After a deliberate chart change: cd charts/test && go test -update.
+# Without -race: the tests run on one goroutine, and a race build of Helm
+# and the Kubernetes modules costs minutes of CI.
+# The real Envoy (scripts/envoy.sh) validates the front proxy's config.
+chart:
+	envoy="$$(bash scripts/envoy.sh | tail -n 1)" && cd charts/test && DUALMAP_ENVOY="$$envoy" $(GO) test -count=1 ./...
+
 nocgo:
 	CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/dualmap
+
+# image: the container image. With a Docker engine, the Dockerfile (real
+# tokenizers, distroless/cc, non-root); without one, image-oci.
+# image-oci: daemonless (tools/image, go-containerregistry): the router
+# without cgo on an empty base as an OCI layout in bin/image/oci and a
+# `docker load` tarball bin/image/dualmap.tar. image-test: its test.
+IMAGE ?= ghcr.io/dualmap/dualmap:$(VERSION)
+image:
+	@if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then \
+		set -x; docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .; \
+	else \
+		echo "image: no Docker engine here; building daemonless (make image-oci)"; \
+		$(MAKE) --no-print-directory image-oci; \
+	fi
+
+image-oci:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/dualmap-static ./cmd/dualmap
+	cd tools/image && $(GO) run . -binary ../../bin/dualmap-static -out ../../bin/image -tag $(IMAGE) -version $(VERSION)
+
+image-test:
+	cd tools/image && $(GO) test -count=1 ./...
 
 bench:
 	$(GO) test -run '^$$' -bench=. -benchmem ./scheduler/ ./internal/extproc/
@@ -42,10 +76,14 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/
+	cd charts/test && $(GO) vet ./...
+	cd tools/image && $(GO) vet ./...
 	@sc=$$(GO=$(GO) bash scripts/staticcheck.sh | tail -n 1) && set -x && \
 	"$$sc" ./... && \
 	"$$sc" -tags e2e ./e2e/ && \
-	"$$sc" -tags tokenizers ./internal/tokenize/ ./internal/extproc/
+	"$$sc" -tags tokenizers ./internal/tokenize/ ./internal/extproc/ && \
+	(cd charts/test && "$$sc" ./...) && \
+	cd tools/image && "$$sc" ./...
 
 # jaeger: a local Jaeger v2 (built once by scripts/jaeger.sh, cached outside
 # the repository) on 127.0.0.1: OTLP 4317/4318, UI 16686. `make run` in
