@@ -8,6 +8,14 @@ usage: python3 scripts/summarize.py OUTDIR NAME...
        python3 scripts/summarize.py --table QUEUE QPS,QPS,... OUTDIR NAME [POLICY,...]
          (a Markdown table of one report at the given rates, seeds averaged,
          as in docs/evaluation.md)
+       python3 scripts/summarize.py --bounds OUTDIR
+         (the matrix's bounds, one row per workload and a work-bound column per engine model)
+       python3 scripts/summarize.py --targets OUTDIR
+         (issue 13's targets on the realistic engine: DualMap over the best baseline
+         with 1 router and 4 routers at 500 ms, identical prompts against
+         least-loaded, attainment at 1.2x the best baseline's goodput from OUTDIR/att)
+       python3 scripts/summarize.py --overload-rate REPORT.json
+         (1.2x the best baseline's goodput of one report, router mode)
        python3 scripts/summarize.py --matrix OUTDIR
          (the workload matrix of scripts/evaluate.sh, OUTDIR/m/WORKLOAD-ROUTERS-ENGINE.json:
          a goodput table per workload and the summary table, in Markdown)
@@ -93,7 +101,7 @@ def router_label(r):
 
 def goodput_cell(g, bound):
     """A goodput figure with its marks: >= at or above the highest swept rate,
-    < below the lowest, ! above the 90% prefill bound (a bug)."""
+    <x below 90% at the lowest swept rate x, ! above the 90% prefill bound (a bug)."""
     if g is None:
         return "-"
     q = g["qps"]
@@ -103,6 +111,7 @@ def goodput_cell(g, bound):
         mark = ">="
     elif note.startswith("below"):
         mark = "<"
+        q = g.get("lowest", q)  # below the lowest swept rate: print that rate
     cell = f"{mark}{q:.2f}"
     if g.get("seeds"):
         cell += f" ({g['seeds']['min']:.2f}-{g['seeds']['max']:.2f})"
@@ -117,7 +126,14 @@ def load_matrix(path):
         m = MATRIX_NAME.match(os.path.basename(f)[:-5])
         if not m:
             continue
-        reps[(m["w"], m["r"], m["e"])] = json.load(open(f))
+        rep = json.load(open(f))
+        low = {}
+        for r in rep["runs"]:
+            k = (r["policy"], r["queue"])
+            low[k] = min(low.get(k, r["qps"]), r["qps"])
+        for g in rep["goodput"]:
+            g["lowest"] = low.get((g["policy"], g["queue"]), g["qps"])
+        reps[(m["w"], m["r"], m["e"])] = rep
     return reps
 
 
@@ -171,7 +187,7 @@ def matrix(path):
             summary.append((w, r, e, gp, reps[(w, r, e)].get("prefill_bound_90_qps")))
     pols = ordered({p for *_, gp, _ in summary for p in gp}, policy_order)
     print("### Summary: goodput (QPS at >= 90% SLO attainment), router mode\n")
-    print("`>=`: at or above the highest swept rate; `<`: below the lowest; `!`: above the 90% prefill bound (a bug); "
+    print("`>=`: at or above the highest swept rate; `<x`: below 90% already at the lowest swept rate x; `!`: above the 90% prefill bound (a bug); "
           "4-router figures are means over seeds (single seeds in parentheses in the tables above).\n")
     print("| workload | routers | engine | " + " | ".join(pols) + " | best baseline | DualMap / best |")
     print("|---|---|---|" + "---|" * len(pols) + "---|---|")
@@ -191,8 +207,107 @@ def matrix(path):
         print(f"| {w} | {router_label(r)} | {e} | " + " | ".join(cells) + f" | {bcell} | {ratio} |")
 
 
+def best_baseline(rep, queue="router"):
+    """(policy, goodput) of the best baseline (not a dualmap variant) of a report."""
+    base = {g["policy"]: g["qps"] for g in rep["goodput"] if g["queue"] == queue and not g["policy"].startswith("dualmap")}
+    if not base:
+        return None, 0.0
+    best = max(base, key=base.get)
+    return best, base[best]
+
+
+def overload_rate(path):
+    """Issue 13's overload rate: 1.2x the best baseline's goodput (router mode)."""
+    _, q = best_baseline(json.load(open(path)))
+    if q <= 0:
+        sys.exit(f"{path}: no baseline with a positive goodput")
+    print(f"{1.2 * q:.2f}")
+
+
+def bounds(path):
+    """One row per workload: the bounds of scripts/evaluate.sh's matrix, per engine model."""
+    reps = load_matrix(path)
+    order = ["conv", "agent", "fixed", "hot-prefix", "chat", "bursts", "slo-mix", "conv-imperfect"]
+    engines = ordered({e for _, _, e in reps}, ["default", "legacy"])
+    b = lambda rep, k: "none" if rep.get(k, 0) < 0 else f"{rep.get(k, 0):.2f}"
+    print("| workload | upper-bound hit rate | prefill bound: all / 90% / 50% | "
+          + " | ".join(f"work bound, engine {e}: all / 90% / 50%" for e in engines) + " |")
+    print("|---|---|---|" + "---|" * len(engines))
+    for w in ordered({k[0] for k in reps}, order):
+        cells = []
+        first = None
+        for e in engines:
+            rep = next((reps[k] for k in sorted(reps) if k[0] == w and k[2] == e), None)
+            if rep is None:
+                cells.append("-")
+                continue
+            first = first or rep
+            cells.append(f"{b(rep, 'work_bound_qps')} / {b(rep, 'work_bound_90_qps')} / {b(rep, 'work_bound_50_qps')}")
+        print(f"| {w} | {100 * first['upper_bound_hit_rate']:.1f}% | {b(first, 'prefill_bound_qps')} / "
+              f"{b(first, 'prefill_bound_90_qps')} / {b(first, 'prefill_bound_50_qps')} | " + " | ".join(cells) + " |")
+
+
+def targets(path):
+    """Issue 13's targets on the realistic engine, from the matrix and OUTDIR/att."""
+    reps = load_matrix(path)
+    order = ["conv", "agent", "fixed", "hot-prefix", "chat", "bursts", "slo-mix", "conv-imperfect"]
+    print("| workload | 1 router: dualmap / best baseline (>= 0.97) | 4 routers, 500 ms: dualmap / best baseline (>= 1.1) "
+          "| 1.1x best (4 routers) vs 90% prefill / work bound, and the best goodput of any policy with 1 router | attainment at 1.2x best goodput (1 router): dualmap vs best baseline |")
+    print("|---|---|---|---|---|")
+    for w in ordered({k[0] for k in reps}, order):
+        cells = []
+        for r, goal in (("r1", 0.97), ("r4s500ms", 1.1)):
+            rep = reps.get((w, r, "default"))
+            if rep is None:
+                cells.append("-")
+                continue
+            gp = {g["policy"]: g["qps"] for g in rep["goodput"] if g["queue"] == "router"}
+            best, bq = best_baseline(rep)
+            dm = gp.get("dualmap", 0)
+            ratio = dm / bq if bq else float("inf")
+            cell = f"{dm:.2f} / {bq:.2f} {best} = {ratio:.3f}: {'met' if ratio >= goal else 'unmet'}"
+            if w == "fixed" and "least-loaded" in gp:
+                ll = gp["least-loaded"]
+                rl = dm / ll if ll else float("inf")
+                cell += f"; vs least-loaded {ll:.2f} = {rl:.3f}: {'met' if rl >= 0.9 else 'unmet'} (>= 0.9)"
+            cells.append(cell)
+        rep4 = reps.get((w, "r4s500ms", "default"))
+        if rep4 is not None:
+            _, bq = best_baseline(rep4)
+            pb, wb = rep4.get("prefill_bound_90_qps", -1), rep4.get("work_bound_90_qps", -1)
+            fmt = lambda b: "none" if b < 0 else f"{b:.2f}"
+            reach = "ruled out" if (0 <= pb < 1.1 * bq) or (0 <= wb < 1.1 * bq) else "not ruled out"
+            cell = f"{1.1 * bq:.2f} vs {fmt(pb)} / {fmt(wb)}: {reach}"
+            one = reps.get((w, "r1", "default"))
+            if one is not None:
+                top = max((g["qps"], g["policy"]) for g in one["goodput"] if g["queue"] == "router")
+                cell += f"; best 1-router goodput {top[0]:.2f} {top[1]}"
+            cells.append(cell)
+        else:
+            cells.append("-")
+        att = os.path.join(path, "att", f"{w}.json")
+        r1 = reps.get((w, "r1", "default"))
+        if os.path.exists(att) and r1 is not None:
+            a = json.load(open(att))
+            best, _ = best_baseline(r1)
+            by = {r["policy"]: r["slo_attainment"] for r in a["runs"] if r["queue"] == "router"}
+            top = max((v, k) for k, v in by.items() if not k.startswith("dualmap"))
+            dm, bb = by.get("dualmap", 0), by.get(best, 0)
+            cells.append(f"{a['runs'][0]['qps']:.2f} QPS: {100 * dm:.1f}% vs {100 * bb:.1f}% {best}: "
+                         f"{'met' if dm >= bb else 'unmet'} (highest baseline {100 * top[0]:.1f}% {top[1]})")
+        else:
+            cells.append("-")
+        print(f"| {w} | " + " | ".join(cells) + " |")
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "--matrix":
+    if sys.argv[1] == "--bounds":
+        bounds(sys.argv[2])
+    elif sys.argv[1] == "--targets":
+        targets(sys.argv[2])
+    elif sys.argv[1] == "--overload-rate":
+        overload_rate(sys.argv[2])
+    elif sys.argv[1] == "--matrix":
         matrix(sys.argv[2])
     elif sys.argv[1] == "--table":
         table(*sys.argv[2:7])
