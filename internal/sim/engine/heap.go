@@ -2,7 +2,7 @@ package engine
 
 // decodeHeap is a min-heap of decoding requests keyed by the step at which
 // they finish, ties broken by admission order.
-type decodeHeap []decoding
+type decodeHeap = minHeap[decoding]
 
 type decoding struct {
 	finish int64 // index of the step whose end completes the request
@@ -15,8 +15,11 @@ func (a decoding) less(b decoding) bool {
 	return a.finish < b.finish || a.finish == b.finish && a.seq < b.seq
 }
 
-func (h *decodeHeap) push(d decoding) {
-	*h = append(*h, d)
+// minHeap is a binary min-heap of T by T's less.
+type minHeap[T interface{ less(T) bool }] []T
+
+func (h *minHeap[T]) push(x T) {
+	*h = append(*h, x)
 	s := *h
 	for i := len(s) - 1; i > 0; {
 		p := (i - 1) / 2
@@ -29,12 +32,13 @@ func (h *decodeHeap) push(d decoding) {
 }
 
 // pop removes and returns the minimum; the heap must not be empty.
-func (h *decodeHeap) pop() decoding {
+func (h *minHeap[T]) pop() T {
 	s := *h
 	top := s[0]
 	n := len(s) - 1
+	var zero T
 	s[0] = s[n]
-	s[n] = decoding{}
+	s[n] = zero
 	s = s[:n]
 	for i := 0; ; {
 		m, l, r := i, 2*i+1, 2*i+2

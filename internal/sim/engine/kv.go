@@ -19,47 +19,9 @@ type need struct {
 }
 
 // needHeap is a min-heap of needs by step, then admission order.
-type needHeap []need
+type needHeap = minHeap[need]
 
 func (a need) less(b need) bool { return a.step < b.step || a.step == b.step && a.seq < b.seq }
-
-func (h *needHeap) push(n need) {
-	*h = append(*h, n)
-	s := *h
-	for i := len(s) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !s[i].less(s[p]) {
-			break
-		}
-		s[i], s[p] = s[p], s[i]
-		i = p
-	}
-}
-
-func (h *needHeap) pop() need {
-	s := *h
-	top := s[0]
-	n := len(s) - 1
-	s[0] = s[n]
-	s[n] = need{}
-	s = s[:n]
-	for i := 0; ; {
-		m, l, r := i, 2*i+1, 2*i+2
-		if l < n && s[l].less(s[m]) {
-			m = l
-		}
-		if r < n && s[r].less(s[m]) {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		s[i], s[m] = s[m], s[i]
-		i = m
-	}
-	*h = s
-	return top
-}
 
 // noiseFactor returns the prefill cost factor of request id: log-normal
 // with mean 1 and relative standard deviation sigma, a pure function of
