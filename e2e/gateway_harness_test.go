@@ -125,15 +125,7 @@ func startGateway(t testing.TB, o gatewayOptions) *gatewayStack {
 			boot = strings.ReplaceAll(boot, edit[i], edit[i+1])
 		}
 	}
-	envoyCfg := filepath.Join(s.dir, "envoy.yaml")
-	if err := os.WriteFile(envoyCfg, []byte(boot), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s.envoy = startProc(t, s.dir, "envoy", envoyBin, "-c", envoyCfg, "--log-level", "warn",
-		"--base-id", fmt.Sprint(listen), "--disable-hot-restart")
-	s.url = fmt.Sprintf("http://127.0.0.1:%d", listen)
-	s.admin = fmt.Sprintf("http://127.0.0.1:%d", admin)
-	waitHTTP(t, s.admin+"/ready", 30*time.Second)
+	s.startEnvoy(t, boot, listen, admin)
 	// The EPP cluster's first health checks have passed.
 	for i := range s.routers {
 		g.waitEPPHealth(t, i, true)

@@ -158,6 +158,22 @@ type stack struct {
 	envoy   *proc
 }
 
+// startEnvoy writes the rendered configuration cfg into the stack's
+// directory, starts Envoy on it (listener and admin on the ports given) and
+// waits until its admin says ready.
+func (s *stack) startEnvoy(t testing.TB, cfg string, listen, admin int) {
+	t.Helper()
+	envoyCfg := filepath.Join(s.dir, "envoy.yaml")
+	if err := os.WriteFile(envoyCfg, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.envoy = startProc(t, s.dir, "envoy", envoyBin, "-c", envoyCfg, "--log-level", "warn",
+		"--base-id", fmt.Sprint(listen), "--disable-hot-restart")
+	s.url = fmt.Sprintf("http://127.0.0.1:%d", listen)
+	s.admin = fmt.Sprintf("http://127.0.0.1:%d", admin)
+	waitHTTP(t, s.admin+"/ready", 30*time.Second)
+}
+
 type engineProc struct {
 	*proc
 	addr string
@@ -277,15 +293,7 @@ func startStack(t testing.TB, o stackOptions) *stack {
 	if o.renderEnvoy != nil {
 		rendered = o.renderEnvoy(rendered)
 	}
-	envoyCfg := filepath.Join(s.dir, "envoy.yaml")
-	if err := os.WriteFile(envoyCfg, []byte(rendered), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s.envoy = startProc(t, s.dir, "envoy", envoyBin, "-c", envoyCfg, "--log-level", "warn",
-		"--base-id", fmt.Sprint(listen), "--disable-hot-restart")
-	s.url = fmt.Sprintf("http://127.0.0.1:%d", listen)
-	s.admin = fmt.Sprintf("http://127.0.0.1:%d", admin)
-	waitHTTP(t, s.admin+"/ready", 30*time.Second)
+	s.startEnvoy(t, rendered, listen, admin)
 	return s
 }
 

@@ -161,15 +161,7 @@ func startPeerStack(t testing.TB, pk picker, timeScale float64) (*gatewayStack, 
 	listen, admin := freePort(t), freePort(t)
 	boot = replaceOnce(t, "envoy/gateway-epp.yaml", boot, "port_value: 8080", fmt.Sprintf("port_value: %d", listen))
 	boot = replaceOnce(t, "envoy/gateway-epp.yaml", boot, "port_value: 9901", fmt.Sprintf("port_value: %d", admin))
-	envoyCfg := filepath.Join(s.dir, "envoy.yaml")
-	if err := os.WriteFile(envoyCfg, []byte(boot), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s.envoy = startProc(t, s.dir, "envoy", envoyBin, "-c", envoyCfg, "--log-level", "warn",
-		"--base-id", fmt.Sprint(listen), "--disable-hot-restart")
-	s.url = fmt.Sprintf("http://127.0.0.1:%d", listen)
-	s.admin = fmt.Sprintf("http://127.0.0.1:%d", admin)
-	waitHTTP(t, s.admin+"/ready", 30*time.Second)
+	s.startEnvoy(t, boot, listen, admin)
 	g.waitEPPHealth(t, 0, true)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
