@@ -21,6 +21,7 @@ type need struct {
 // needHeap is a min-heap of needs by step, then admission order.
 type needHeap = minHeap[need]
 
+//lint:ignore U1000 called by minHeap[need] (the generic constraint), which staticcheck does not follow
 func (a need) less(b need) bool { return a.step < b.step || a.step == b.step && a.seq < b.seq }
 
 // noiseFactor returns the prefill cost factor of request id: log-normal
