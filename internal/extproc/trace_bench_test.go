@@ -24,7 +24,13 @@ import (
 // OTEL_EXPORTER_OTLP_ENDPOINT pointing at a real Jaeger, e.g. `make jaeger`;
 // skipped without one). The difference is tracing's cost per decision.
 func BenchmarkTracing(b *testing.B) {
-	b.Run("off", func(b *testing.B) { benchStream(b, Options{}) })
+	benchOffOn(b, benchStream)
+}
+
+// benchOffOn runs bench "off" (no tracer) and "on" (the OTLP exporter the
+// OTEL_* environment names, 100% sampling; skipped without an endpoint).
+func benchOffOn(b *testing.B, bench func(*testing.B, Options)) {
+	b.Run("off", func(b *testing.B) { bench(b, Options{}) })
 	b.Run("on", func(b *testing.B) {
 		if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" {
 			b.Skip("OTEL_EXPORTER_OTLP_ENDPOINT is not set: no exporter to measure")
@@ -34,7 +40,7 @@ func BenchmarkTracing(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer tel.Shutdown(context.Background())
-		benchStream(b, Options{Tracer: tel.Tracer()})
+		bench(b, Options{Tracer: tel.Tracer()})
 	})
 }
 
@@ -83,18 +89,7 @@ func benchStream(b *testing.B, opt Options) {
 // end), with the exporter the OTEL_* environment names (skipped without
 // one), or a nil tracer ("off": the nil checks).
 func BenchmarkTraceHooks(b *testing.B) {
-	b.Run("off", func(b *testing.B) { benchHooks(b, Options{}) })
-	b.Run("on", func(b *testing.B) {
-		if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" {
-			b.Skip("OTEL_EXPORTER_OTLP_ENDPOINT is not set: no exporter to measure")
-		}
-		tel, err := telemetry.Setup(context.Background(), "dualmap-bench", config.Tracing{Sampler: "always_on"}, os.Getenv)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer tel.Shutdown(context.Background())
-		benchHooks(b, Options{Tracer: tel.Tracer()})
-	})
+	benchOffOn(b, benchHooks)
 }
 
 func benchHooks(b *testing.B, opt Options) {
