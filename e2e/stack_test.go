@@ -126,34 +126,181 @@ func (r reply) failed() bool { return r.err != nil || r.status != 200 }
 // loadClients is how many clients underLoad runs.
 const loadClients = 4
 
-// underLoad sends requests from loadClients clients for d, each one request
-// at a time (prompt i of client w from prompt(w, i)); after a second it
-// runs fault. It returns every request sent and the time fault returned:
-// a request that started before then may have been in flight when the
-// fault struck.
-func underLoad(s *stack, d time.Duration, prompt func(w, i int) string, fault func()) ([]sample, time.Time) {
+// faultWait bounds each of underLoad's waits: for the condition the fault
+// needs before it strikes, and for the requests a test needs after it.
+const faultWait = 30 * time.Second
+
+// loadRun is one underLoad run: loadClients clients, each sending one
+// request at a time (prompt i of client w from prompt(w, i)).
+type loadRun struct {
+	prompt func(w, i int) string
+	// ready must hold over the requests answered so far before the fault
+	// strikes (nil: every client has had a request served), so that what a
+	// test needs to be mid-run is certain instead of checked afterwards.
+	ready func(done []sample) bool
+	// fault strikes, given the requests answered so far.
+	fault func(done []sample)
+	// after is how long the load goes on once the fault returned; then the
+	// run also waits until enough (nil: always) holds over the requests
+	// that started after the fault.
+	after  time.Duration
+	enough func(later []sample) bool
+}
+
+// underLoad runs r against s. It returns every request sent and the time
+// the fault returned: a request that started before then may have been in
+// flight when the fault struck. A condition that does not hold within
+// faultWait fails the test, saying what was seen.
+func underLoad(t *testing.T, s *stack, r loadRun) ([]sample, time.Time) {
+	t.Helper()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var samples []sample
-	stop := time.Now().Add(d)
+	stop := make(chan struct{})
 	for w := 0; w < loadClients; w++ {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			for i := 0; time.Now().Before(stop); i++ {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
 				start := time.Now()
-				r := s.post("/v1/chat/completions", chatBody(prompt(w, i), "hi", false, 4))
+				rep := s.post("/v1/chat/completions", chatBody(r.prompt(w, i), "hi", false, 4))
 				mu.Lock()
-				samples = append(samples, sample{client: w, start: start, reply: r})
+				samples = append(samples, sample{client: w, start: start, reply: rep})
 				mu.Unlock()
 			}
 		}(w)
 	}
-	time.Sleep(time.Second)
-	fault()
+	snapshot := func() []sample {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]sample(nil), samples...)
+	}
+	// finish stops the clients; deferred too, so that a Fatalf (here or in
+	// fault) does not leave them running.
+	var once sync.Once
+	finish := func() []sample {
+		once.Do(func() {
+			close(stop)
+			wg.Wait()
+		})
+		return snapshot()
+	}
+	defer finish()
+	ready := r.ready
+	if ready == nil {
+		ready = everyClientServed
+	}
+	if !waitLoad(func() bool { return ready(snapshot()) }) {
+		got := finish()
+		t.Fatalf("the fault's precondition did not hold within %v of load: %d requests, served by %v", faultWait, len(got), servedBy(got))
+	}
+	r.fault(snapshot())
 	faultAt := time.Now()
-	wg.Wait()
-	return samples, faultAt
+	time.Sleep(r.after)
+	if r.enough != nil && !waitLoad(func() bool { return r.enough(startedAfter(snapshot(), faultAt)) }) {
+		got := finish()
+		t.Fatalf("the requests needed after the fault were not sent within %v: %d after it, served by %v", faultWait, len(startedAfter(got, faultAt)), servedBy(startedAfter(got, faultAt)))
+	}
+	return finish(), faultAt
+}
+
+// waitLoad polls cond every 10ms for at most faultWait.
+func waitLoad(cond func() bool) bool {
+	deadline := time.Now().Add(faultWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
+
+// everyClientServed reports whether each client has had a request served.
+func everyClientServed(done []sample) bool {
+	seen := map[int]bool{}
+	for _, x := range done {
+		if !x.failed() {
+			seen[x.client] = true
+		}
+	}
+	return len(seen) == loadClients
+}
+
+// servedBy counts the served requests per instance the router chose.
+func servedBy(done []sample) map[string]int {
+	n := map[string]int{}
+	for _, x := range done {
+		if !x.failed() {
+			n[x.instance]++
+		}
+	}
+	return n
+}
+
+// busiestServed returns the instance that served the most of done (ties to
+// the smaller address) and how many.
+func busiestServed(done []sample) (string, int) {
+	best, most := "", 0
+	for e, n := range servedBy(done) {
+		if n > most || n == most && e < best {
+			best, most = e, n
+		}
+	}
+	return best, most
+}
+
+// killedEngine is the outcome of killBusiest.
+type killedEngine struct {
+	*engineProc
+	served  int // requests it served in the run before the kill
+	samples []sample
+	faultAt time.Time
+}
+
+// killBusiest runs the load of prompt, kills (SIGKILL) the engine that
+// has served the most of it once one has served two requests, and keeps
+// the load going for after: the kill is mid-run by construction.
+func killBusiest(t *testing.T, s *stack, prompt func(w, i int) string, after time.Duration) killedEngine {
+	t.Helper()
+	var k killedEngine
+	k.samples, k.faultAt = underLoad(t, s, loadRun{
+		prompt: prompt,
+		ready: func(done []sample) bool {
+			_, n := busiestServed(done)
+			return n >= 2
+		},
+		fault: func(done []sample) {
+			addr, n := busiestServed(done)
+			for _, e := range s.engines {
+				if e.addr == addr {
+					k.engineProc, k.served = e, n
+				}
+			}
+			if k.engineProc == nil {
+				t.Fatalf("the busiest instance %s is not one of the stack's engines", addr)
+			}
+			k.killNow()
+		},
+		after: after,
+	})
+	return k
+}
+
+// startedAfter returns the samples that started at or after at.
+func startedAfter(done []sample, at time.Time) []sample {
+	var later []sample
+	for _, x := range done {
+		if !x.start.Before(at) {
+			later = append(later, x)
+		}
+	}
+	return later
 }
 
 // checkFailures fails t unless the only failed requests are ones that
@@ -229,15 +376,31 @@ func TestEngineFailover(t *testing.T) {
 	s := startStack(t, stackOptions{})
 	prompt := func(w, i int) string { return fmt.Sprintf("w%d p%d %s", w, i%8, systemPrompt) }
 	victim := busiest(t, s, prompt)
-	samples, faultAt := underLoad(s, 5*time.Second, prompt, func() {
-		resp, err := client.Post("http://"+victim+"/admin/fault", "application/json", strings.NewReader(`{"refuse_inference":true}`))
-		if err != nil {
-			t.Fatalf("setting the fault on %s: %v", victim, err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("setting the fault on %s: status %d", victim, resp.StatusCode)
-		}
+	// The fault strikes once the victim has served in this run, and the
+	// run lasts until a request chosen for it after the fault was served
+	// by its fallback (so failover is exercised, not hoped for).
+	samples, faultAt := underLoad(t, s, loadRun{
+		prompt: prompt,
+		ready:  func(done []sample) bool { return servedBy(done)[victim] > 0 },
+		fault: func([]sample) {
+			resp, err := client.Post("http://"+victim+"/admin/fault", "application/json", strings.NewReader(`{"refuse_inference":true}`))
+			if err != nil {
+				t.Fatalf("setting the fault on %s: %v", victim, err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("setting the fault on %s: status %d", victim, resp.StatusCode)
+			}
+		},
+		after: 4 * time.Second,
+		enough: func(later []sample) bool {
+			for _, x := range later {
+				if !x.failed() && x.instance == victim && x.engine != victim {
+					return true
+				}
+			}
+			return false
+		},
 	})
 	failed := checkFailures(t, samples, faultAt)
 	failovers, chosenAfter := 0, 0
@@ -280,10 +443,10 @@ func TestEngineFailover(t *testing.T) {
 func TestEngineKilled(t *testing.T) {
 	s := startStack(t, stackOptions{})
 	prompt := func(w, i int) string { return fmt.Sprintf("w%d p%d %s", w, i%8, systemPrompt) }
-	victim := s.engines[0]
-	samples, faultAt := underLoad(s, 3*time.Second, prompt, victim.killNow)
+	victim := killBusiest(t, s, prompt, 2*time.Second)
+	samples, faultAt := victim.samples, victim.faultAt
 	failed := checkFailures(t, samples, faultAt)
-	t.Logf("engine %s killed mid-run: %d of %d requests failed", victim.addr, failed, len(samples))
+	t.Logf("engine %s killed mid-run, after it served %d requests: %d of %d requests failed", victim.addr, victim.served, failed, len(samples))
 	// The health check runs every 200ms: a second later the router knows.
 	time.Sleep(time.Second)
 	for i := 0; i < 20; i++ {
@@ -302,7 +465,11 @@ func TestEngineKilled(t *testing.T) {
 // (every second) would.
 func TestRouterReplicaKilled(t *testing.T) {
 	s := startStack(t, stackOptions{routers: 2})
-	samples, faultAt := underLoad(s, 4*time.Second, func(w, i int) string { return fmt.Sprintf("w%d %d %s", w, i, systemPrompt) }, s.routers[0].killNow)
+	samples, faultAt := underLoad(t, s, loadRun{
+		prompt: func(w, i int) string { return fmt.Sprintf("w%d %d %s", w, i, systemPrompt) },
+		fault:  func([]sample) { s.routers[0].killNow() },
+		after:  3 * time.Second,
+	})
 	failed := checkFailures(t, samples, faultAt)
 	t.Logf("router replica killed (SIGKILL) mid-run: %d of %d requests failed", failed, len(samples))
 	time.Sleep(1500 * time.Millisecond)
@@ -353,10 +520,14 @@ func TestRedisRestartedUnderTraffic(t *testing.T) {
 	dir := t.TempDir()
 	rd := startRedis(t, dir)
 	s := startStack(t, stackOptions{routers: 2, redis: rd.addr})
-	samples, _ := underLoad(s, 4*time.Second, func(w, i int) string { return fmt.Sprintf("w%d p%d %s", w, i%16, systemPrompt) }, func() {
-		rd.p.killNow()
-		time.Sleep(time.Second)
-		rd.start()
+	samples, _ := underLoad(t, s, loadRun{
+		prompt: func(w, i int) string { return fmt.Sprintf("w%d p%d %s", w, i%16, systemPrompt) },
+		fault: func([]sample) {
+			rd.p.killNow()
+			time.Sleep(time.Second)
+			rd.start()
+		},
+		after: 3 * time.Second,
 	})
 	failed := 0
 	for _, x := range samples {
