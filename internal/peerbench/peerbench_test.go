@@ -229,7 +229,11 @@ func TestExports(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, mc.String())
 	}
-	want := []trace.Request{{0, 250, 64, []uint64{7, 8}, 0}, {500 * time.Millisecond, 150, 25, []uint64{7, 9}, 0}, {time.Second, 1, 1, []uint64{3}, 0}}
+	want := []trace.Request{
+		{Arrival: 0, InputTokens: 250, OutputTokens: 64, Blocks: []uint64{7, 8}},
+		{Arrival: 500 * time.Millisecond, InputTokens: 150, OutputTokens: 25, Blocks: []uint64{7, 9}},
+		{Arrival: time.Second, InputTokens: 1, OutputTokens: 1, Blocks: []uint64{3}},
+	}
 	for i, r := range back.Requests {
 		if r.Arrival != want[i].Arrival || r.InputTokens != want[i].InputTokens || r.OutputTokens != want[i].OutputTokens || len(r.Blocks) != len(want[i].Blocks) {
 			t.Fatalf("request %d: %+v, want %+v", i, r, want[i])
