@@ -502,7 +502,9 @@ func benchWorkload(t testing.TB, name, tracePath string, requests int) peerbench
 		w, err = peerbench.Conversation(tracePath, requests)
 	case "shared-prefix":
 		c := peerbench.DefaultSharedPrefix()
-		c.PromptsPerGroup = max(1, requests/c.Groups)
+		// DUALMAP_PEER_REQUESTS changes the number of groups, not their
+		// size: 600 requests are the 150 groups of 4.
+		c.Groups = max(1, requests/c.PromptsPerGroup)
 		w, err = peerbench.SharedPrefix(c)
 	case "tool-agent":
 		w, err = peerbench.ToolAgent(requests)
