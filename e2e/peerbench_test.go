@@ -301,6 +301,10 @@ func (c peerClient) run(t testing.TB, w peerbench.Workload, url string, qps floa
 		}
 		return st
 	case "aiperf":
+		script := filepath.Join(repoRoot, "scripts", "aiperf-run.sh")
+		if _, err := os.Stat(script); err != nil {
+			t.Fatalf("DUALMAP_PEER_CLIENT=aiperf: %v (the runner: bash scripts/aiperf-run.sh <base-url> <workload file> <rate> <outdir>)", err)
+		}
 		dir := filepath.Join(c.outDir, "client", strings.ReplaceAll(tag, " ", "_"))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
@@ -321,7 +325,7 @@ func (c peerClient) run(t testing.TB, w peerbench.Workload, url string, qps floa
 		if err := os.WriteFile(prompts, pb.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command("bash", filepath.Join(repoRoot, "scripts", "aiperf-run.sh"), url, mooncake, fmt.Sprint(qps), dir)
+		cmd := exec.Command("bash", script, url, mooncake, fmt.Sprint(qps), dir)
 		cmd.Env = append(os.Environ(), fmt.Sprintf("DUALMAP_PEER_BLOCK_SIZE=%d", bs), "DUALMAP_PEER_PROMPTS="+prompts)
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
