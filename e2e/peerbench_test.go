@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -228,10 +229,13 @@ func startBenchStack(t testing.TB, eng peerEngines, pk benchPicker, replicas int
 	return b
 }
 
-// cacheCounters sums the engines' prefix-cache counters.
-func (b *benchStack) cacheCounters(t testing.TB) peerbench.CacheCounters {
+// cacheCounters sums the engines' prefix-cache counters; an engine that
+// has not published them yet counts zero, and the count of engines that
+// did is returned too.
+func (b *benchStack) cacheCounters(t testing.TB) (peerbench.CacheCounters, int) {
 	t.Helper()
 	var sum peerbench.CacheCounters
+	reported := 0
 	for _, e := range b.engines {
 		resp, err := http.Get("http://" + e.addr + "/metrics")
 		if err != nil {
@@ -239,12 +243,16 @@ func (b *benchStack) cacheCounters(t testing.TB) peerbench.CacheCounters {
 		}
 		c, err := peerbench.ParseCacheCounters(resp.Body)
 		resp.Body.Close()
-		if err != nil {
+		switch {
+		case errors.Is(err, peerbench.ErrNoCacheCounters):
+			continue
+		case err != nil:
 			t.Fatalf("engine %s: %v", e.addr, err)
 		}
+		reported++
 		sum = sum.Add(c)
 	}
-	return sum
+	return sum, reported
 }
 
 // ticks sums utime+stime of the processes.
@@ -356,13 +364,17 @@ func benchRun(t testing.TB, eng peerEngines, pk benchPicker, replicas int, w pee
 	defer b.stop()
 	row.Engine, row.Workload, row.Picker, row.Replicas, row.QPS, row.Client = eng.kind, w.Name, pk.name, replicas, qps, c.name
 	row.LoadAvg = loadAvg()
-	c0 := b.cacheCounters(t)
+	c0, _ := b.cacheCounters(t)
 	p0, e0 := ticks(b.pickers), ticks(b.engineProcs())
 	start := time.Now()
 	st := c.run(t, w, b.url, qps, &row, fmt.Sprintf("%s %s x%d %s %.1fqps run%d", eng.kind, pk.name, replicas, w.Name, qps, row.Run))
 	wall := time.Since(start).Seconds()
 	p1, e1 := ticks(b.pickers), ticks(b.engineProcs())
-	row.EngineHitRate = b.cacheCounters(t).Sub(c0).HitRate()
+	c1, reported := b.cacheCounters(t)
+	if reported == 0 {
+		t.Fatalf("%s: no engine published %s after the run: the engines do not report their prefix cache", eng.kind, peerbench.MetricPrefixQueries)
+	}
+	row.EngineHitRate = c1.Sub(c0).HitRate()
 	if row.Requests > 0 {
 		row.PickerCPUMSPerRequest = float64(p1-p0) * 1000 / clockTick / float64(row.Requests)
 	}

@@ -2,6 +2,7 @@ package peerbench
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -14,6 +15,13 @@ const (
 	MetricPrefixHits    = "vllm:prefix_cache_hits_total"
 	MetricPrefixQueries = "vllm:prefix_cache_queries_total"
 )
+
+// ErrNoCacheCounters is ParseCacheCounters' error for a page without the
+// counters. vLLM-format engines with labelled counters (llm-d's simulator)
+// publish them only once a request has been counted, so before the first
+// request an engine may have none; an engine that never shows them does
+// not report its cache.
+var ErrNoCacheCounters = errors.New("no prefix-cache counters")
 
 // CacheCounters are an engine's prefix-cache counters at one time: tokens
 // found cached and tokens looked up.
@@ -86,7 +94,7 @@ func ParseCacheCounters(r io.Reader) (CacheCounters, error) {
 		return CacheCounters{}, fmt.Errorf("peerbench: metrics: %w", err)
 	}
 	if !seenH || !seenQ {
-		return CacheCounters{}, fmt.Errorf("peerbench: metrics: no %s and %s on the page", MetricPrefixHits, MetricPrefixQueries)
+		return CacheCounters{}, fmt.Errorf("peerbench: metrics: %w: no %s and %s on the page", ErrNoCacheCounters, MetricPrefixHits, MetricPrefixQueries)
 	}
 	return c, nil
 }

@@ -45,12 +45,15 @@ func TestParseCacheCounters(t *testing.T) {
 	if (CacheCounters{}).HitRate() != 0 {
 		t.Fatal("no queries: want hit rate 0")
 	}
+	for _, page := range []string{"vllm:num_requests_running 1\n", "vllm:prefix_cache_queries_total 3\n", ""} {
+		if _, err := ParseCacheCounters(strings.NewReader(page)); !errors.Is(err, ErrNoCacheCounters) {
+			t.Errorf("%q: err %v, want ErrNoCacheCounters", page, err)
+		}
+	}
 	for name, page := range map[string]string{
-		"no counters": "vllm:num_requests_running 1\n",
-		"no hits":     "vllm:prefix_cache_queries_total 3\n",
-		"bad value":   "vllm:prefix_cache_hits_total{a=\"b\"} x\nvllm:prefix_cache_queries_total 3\n",
-		"bad labels":  "vllm:prefix_cache_hits_total{a=\"b\" 1\nvllm:prefix_cache_queries_total 3\n",
-		"no value":    "vllm:prefix_cache_hits_total\nvllm:prefix_cache_queries_total 3\n",
+		"bad value":  "vllm:prefix_cache_hits_total{a=\"b\"} x\nvllm:prefix_cache_queries_total 3\n",
+		"bad labels": "vllm:prefix_cache_hits_total{a=\"b\" 1\nvllm:prefix_cache_queries_total 3\n",
+		"no value":   "vllm:prefix_cache_hits_total\nvllm:prefix_cache_queries_total 3\n",
 	} {
 		if _, err := ParseCacheCounters(strings.NewReader(page)); err == nil {
 			t.Errorf("%s: want an error", name)
