@@ -296,16 +296,15 @@ func (c peerClient) run(t testing.TB, w peerbench.Workload, url string, qps floa
 			t.Fatalf("%s at %v QPS: %v", tag, qps, err)
 		}
 		row.FromReplay(res, sum)
-		st := peerbench.RampStep{Offered: qps, Sent: sum.AchievedQPS, OK: sum.OK, Failed: sum.Failed, FirstDone: -1}
+		st := peerbench.RampStep{Offered: qps, Sent: sum.AchievedQPS, OK: sum.OK, Failed: sum.Failed, FirstSent: -1, E2EP50: sum.E2E.P50}
 		for _, r := range res {
-			if !r.OK() {
-				continue
+			if st.FirstSent < 0 || r.Sent < st.FirstSent {
+				st.FirstSent = r.Sent
 			}
-			done := r.Sent + r.E2E
-			if st.FirstDone < 0 || done < st.FirstDone {
-				st.FirstDone = done
+			st.LastSent = max(st.LastSent, r.Sent)
+			if r.OK() {
+				st.Done = append(st.Done, r.Sent+r.E2E)
 			}
-			st.LastDone = max(st.LastDone, done)
 		}
 		return st
 	case "aiperf":
@@ -578,7 +577,7 @@ func benchCapacity(t testing.TB, eng peerEngines, w peerbench.Workload, n int, r
 	if capacity <= 0 {
 		t.Fatalf("%s: no rate of the ramp %v kept up; lower DUALMAP_PEER_RAMP's start", w.Name, rates)
 	}
-	t.Logf("  capacity of %s: %.1f requests/s (the highest ramp rate every picker kept up with, %d requests a step, served >= %.0f%% of sent, no failure)",
+	t.Logf("  capacity of %s: %.1f requests/s (the highest ramp rate every picker kept up with, %d requests a step, served (completions while sending, one median E2E later) >= %.0f%% of sent, no failure)",
 		w.Name, capacity, n, 100*peerbench.KeepUpShare)
 	*log = append(*log, map[string]any{"workload": w.Name, "capacity": capacity})
 	return capacity

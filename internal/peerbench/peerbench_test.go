@@ -61,21 +61,43 @@ func TestParseCacheCounters(t *testing.T) {
 	}
 }
 
+// steady is a ramp step of n requests sent at rate per second, each taking
+// e2e, plus, every tenth, a long one taking 5 x e2e; lag more per
+// request (a growing backlog) when behind.
+func steady(offered float64, n int, e2e, lag time.Duration) RampStep {
+	st := RampStep{Offered: offered, Sent: offered, OK: n, E2EP50: e2e}
+	gap := time.Duration(float64(time.Second) / offered)
+	for i := 0; i < n; i++ {
+		sent := time.Duration(i) * gap
+		took := e2e + time.Duration(i)*lag
+		if i%10 == 9 {
+			took = 5 * e2e
+		}
+		st.Done = append(st.Done, sent+took)
+		st.LastSent = sent
+	}
+	return st
+}
+
 func TestCapacity(t *testing.T) {
-	step := func(offered float64, ok, failed int, span time.Duration) RampStep {
-		return RampStep{Offered: offered, Sent: offered, OK: ok, Failed: failed, FirstDone: time.Second, LastDone: time.Second + span}
+	keeps := steady(20, 300, time.Second, 0)
+	// A tenth of the requests take 5 s: those sent in the last 4 s end
+	// after the window.
+	if got := keeps.Served(); got < KeepUpShare*20 || !keeps.KeepsUp() {
+		t.Fatalf("steady pool with a long tail: served %.1f of 20/s, want >= %.1f", got, KeepUpShare*20)
 	}
-	// 301 requests: 300 intervals; at 10/s they take 30 s to send.
-	ramp := []RampStep{
-		step(20, 301, 0, 15500*time.Millisecond), // 19.4/s served of 20: keeps up (>= 95%)
-		step(10, 301, 0, 30*time.Second),
-		step(40, 301, 0, 9*time.Second),  // 33/s of 40: falls behind
-		step(60, 301, 0, 5*time.Second),  // would keep up, but past the first miss
-		step(30, 300, 1, 10*time.Second), // a failure: does not keep up
+	// Each request 5 ms later than the one before: 1.5 s behind after
+	// 300, a pool 20% past its capacity (5 ms more every 25 ms).
+	behind := steady(40, 300, time.Second, 5*time.Millisecond)
+	if behind.KeepsUp() {
+		t.Fatalf("growing backlog: served %.1f of 40/s, want < %.1f", behind.Served(), KeepUpShare*40)
 	}
+	failing := steady(30, 300, time.Second, 0)
+	failing.Failed = 1
+	ramp := []RampStep{steady(10, 300, time.Second, 0), keeps, behind, steady(60, 300, time.Second, 0), failing}
 	rate, reached := Capacity(ramp)
 	if rate != 20 || !reached {
-		t.Fatalf("capacity %v reached %v, want 20 true", rate, reached)
+		t.Fatalf("capacity %v reached %v, want 20 true (30 failed one request)", rate, reached)
 	}
 	if rate, reached := Capacity(ramp[:2]); rate != 20 || reached {
 		t.Fatalf("all kept up: capacity %v reached %v, want 20 false (a lower bound)", rate, reached)
@@ -83,7 +105,7 @@ func TestCapacity(t *testing.T) {
 	if rate, _ := Capacity(ramp[2:3]); rate != 0 {
 		t.Fatalf("first step behind: capacity %v, want 0", rate)
 	}
-	if (RampStep{OK: 1, LastDone: time.Second}).Served() != 0 {
+	if (RampStep{OK: 1, Done: []time.Duration{time.Second}}).Served() != 0 {
 		t.Fatal("one request: served rate not defined, want 0")
 	}
 	r, err := RampRates(4, 1.5, 4)
