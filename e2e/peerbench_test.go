@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -296,15 +298,11 @@ func (c peerClient) run(t testing.TB, w peerbench.Workload, url string, qps floa
 			t.Fatalf("%s at %v QPS: %v", tag, qps, err)
 		}
 		row.FromReplay(res, sum)
-		st := peerbench.RampStep{Offered: qps, Sent: sum.AchievedQPS, OK: sum.OK, Failed: sum.Failed, FirstSent: -1, E2EP50: sum.E2E.P50}
-		for _, r := range res {
-			if st.FirstSent < 0 || r.Sent < st.FirstSent {
-				st.FirstSent = r.Sent
-			}
-			st.LastSent = max(st.LastSent, r.Sent)
-			if r.OK() {
-				st.Done = append(st.Done, r.Sent+r.E2E)
-			}
+		st := peerbench.RampStep{Offered: qps, Sent: sum.AchievedQPS, OK: sum.OK, Failed: sum.Failed}
+		ok := slices.DeleteFunc(slices.Clone(res), func(r replay.Result) bool { return !r.OK() })
+		slices.SortStableFunc(ok, func(a, b replay.Result) int { return cmp.Compare(a.Sent, b.Sent) })
+		for _, r := range ok {
+			st.E2E = append(st.E2E, r.E2E)
 		}
 		return st
 	case "aiperf":
@@ -558,9 +556,9 @@ func benchCapacity(t testing.TB, eng peerEngines, w peerbench.Workload, n int, r
 		for _, r := range rates {
 			row, st := benchRun(t, eng, pk, 1, short, r, c, peerbench.Row{Run: 0})
 			steps = append(steps, st)
-			t.Logf("  ramp %-16s %6.1f/s: sent %.1f/s, served %.1f/s, %d failed, TTFT p50 %.0f ms p90 %.0f ms, engines' cores %.2f [load %s]",
-				pk.name, r, st.Sent, st.Served(), st.Failed, row.TTFTP50MS, row.TTFTP90MS, row.EngineCPU, row.LoadAvg)
-			*log = append(*log, map[string]any{"workload": w.Name, "picker": pk.name, "offered": r, "sent": st.Sent, "served": st.Served(), "failed": st.Failed,
+			t.Logf("  ramp %-16s %6.1f/s: sent %.1f/s, E2E drift %.2f, %d failed, TTFT p50 %.0f ms p90 %.0f ms, E2E p50 %.0f ms, engines' cores %.2f [load %s]",
+				pk.name, r, st.Sent, st.Drift(), st.Failed, row.TTFTP50MS, row.TTFTP90MS, row.E2EP50MS, row.EngineCPU, row.LoadAvg)
+			*log = append(*log, map[string]any{"workload": w.Name, "picker": pk.name, "offered": r, "sent": st.Sent, "e2e_drift": st.Drift(), "failed": st.Failed,
 				"ttft_p50_ms": row.TTFTP50MS, "ttft_p90_ms": row.TTFTP90MS, "engine_cpu_cores": row.EngineCPU, "load_avg": row.LoadAvg, "keeps_up": st.KeepsUp()})
 			if !st.KeepsUp() {
 				break
@@ -577,8 +575,8 @@ func benchCapacity(t testing.TB, eng peerEngines, w peerbench.Workload, n int, r
 	if capacity <= 0 {
 		t.Fatalf("%s: no rate of the ramp %v kept up; lower DUALMAP_PEER_RAMP's start", w.Name, rates)
 	}
-	t.Logf("  capacity of %s: %.1f requests/s (the highest ramp rate every picker kept up with, %d requests a step, served (completions while sending, one median E2E later) >= %.0f%% of sent, no failure)",
-		w.Name, capacity, n, 100*peerbench.KeepUpShare)
+	t.Logf("  capacity of %s: %.1f requests/s (the highest ramp rate every picker kept up with, %d requests a step, median E2E of the last quarter <= %.1fx the first quarter's, no failure)",
+		w.Name, capacity, n, peerbench.MaxDrift)
 	*log = append(*log, map[string]any{"workload": w.Name, "capacity": capacity})
 	return capacity
 }

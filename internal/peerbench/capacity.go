@@ -7,12 +7,12 @@ import (
 	"time"
 )
 
-// KeepUpShare is how much of the offered rate a run must serve to keep up
-// (RampStep.Served against RampStep.Sent). Below 1 for the requests of a
-// stable pool's long tail that end after the window; a pool 10% past its
-// capacity serves about 1/1.1 = 91% of its offered rate, and falls further
-// behind the longer the run.
-const KeepUpShare = 0.9
+// MaxDrift is how much longer the last quarter of a run's requests may
+// take than its first quarter (median E2E against median E2E) for the run
+// to keep up. A pool within its capacity serves the last requests as fast
+// as the first, whatever the tail of request times; past it, its backlog
+// grows through the run and with it the time each request takes.
+const MaxDrift = 1.5
 
 // RampStep is one run of a capacity ramp.
 type RampStep struct {
@@ -21,39 +21,37 @@ type RampStep struct {
 	Offered, Sent float64
 	// OK and Failed count the requests that succeeded and failed.
 	OK, Failed int
-	// FirstSent and LastSent are when the first and last request was
-	// sent, since the run started; Done when each successful request
-	// ended; E2EP50 the median time from sending to the end.
-	FirstSent, LastSent time.Duration
-	Done                []time.Duration
-	E2EP50              time.Duration
+	// E2E are the successful requests' times from sending to the end, in
+	// the order they were sent.
+	E2E []time.Duration
 }
 
-// Served is the rate at which requests completed while the run was
-// sending, one median request time later: completions in [FirstSent +
-// E2EP50, LastSent + E2EP50] over LastSent - FirstSent. A pool that keeps
-// up completes about what it is sent in that window, whatever the tail of
-// request times (a few long prompts finish late either way); one that does
-// not falls behind by its growing backlog. 0 when not defined.
-func (s RampStep) Served() float64 {
-	span := s.LastSent - s.FirstSent
-	if span <= 0 {
+// Drift is the median E2E of the last quarter of the successful requests
+// over that of the first quarter; 0 with fewer than 8 of them.
+func (s RampStep) Drift() float64 {
+	n := len(s.E2E)
+	if n < 8 {
 		return 0
 	}
-	from, to := s.FirstSent+s.E2EP50, s.LastSent+s.E2EP50
-	n := 0
-	for _, d := range s.Done {
-		if d >= from && d <= to {
-			n++
-		}
+	q := n / 4
+	first, last := median(s.E2E[:q]), median(s.E2E[n-q:])
+	if first <= 0 {
+		return 0
 	}
-	return float64(n) / span.Seconds()
+	return float64(last) / float64(first)
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
 }
 
 // KeepsUp says whether the run served what it was sent: no failed request
-// and Served at least KeepUpShare of the sending rate.
+// and a Drift of at most MaxDrift.
 func (s RampStep) KeepsUp() bool {
-	return s.Failed == 0 && s.Sent > 0 && s.Served() >= KeepUpShare*s.Sent
+	d := s.Drift()
+	return s.Failed == 0 && d > 0 && d <= MaxDrift
 }
 
 // Capacity is the highest offered rate of the ramp below which every step

@@ -61,36 +61,31 @@ func TestParseCacheCounters(t *testing.T) {
 	}
 }
 
-// steady is a ramp step of n requests sent at rate per second, each taking
-// e2e, plus, every tenth, a long one taking 5 x e2e; lag more per
-// request (a growing backlog) when behind.
+// steady is a ramp step of n requests, each taking e2e, every tenth a
+// long one taking 5 x e2e, each lag later than the one before (a growing
+// backlog) when lag > 0.
 func steady(offered float64, n int, e2e, lag time.Duration) RampStep {
-	st := RampStep{Offered: offered, Sent: offered, OK: n, E2EP50: e2e}
-	gap := time.Duration(float64(time.Second) / offered)
+	st := RampStep{Offered: offered, Sent: offered, OK: n}
 	for i := 0; i < n; i++ {
-		sent := time.Duration(i) * gap
 		took := e2e + time.Duration(i)*lag
 		if i%10 == 9 {
-			took = 5 * e2e
+			took = 5*e2e + time.Duration(i)*lag
 		}
-		st.Done = append(st.Done, sent+took)
-		st.LastSent = sent
+		st.E2E = append(st.E2E, took)
 	}
 	return st
 }
 
 func TestCapacity(t *testing.T) {
 	keeps := steady(20, 300, time.Second, 0)
-	// A tenth of the requests take 5 s: those sent in the last 4 s end
-	// after the window.
-	if got := keeps.Served(); got < KeepUpShare*20 || !keeps.KeepsUp() {
-		t.Fatalf("steady pool with a long tail: served %.1f of 20/s, want >= %.1f", got, KeepUpShare*20)
+	if d := keeps.Drift(); d != 1 || !keeps.KeepsUp() {
+		t.Fatalf("steady pool with a long tail: drift %v, want 1", d)
 	}
 	// Each request 5 ms later than the one before: 1.5 s behind after
-	// 300, a pool 20% past its capacity (5 ms more every 25 ms).
+	// 300 requests.
 	behind := steady(40, 300, time.Second, 5*time.Millisecond)
-	if behind.KeepsUp() {
-		t.Fatalf("growing backlog: served %.1f of 40/s, want < %.1f", behind.Served(), KeepUpShare*40)
+	if d := behind.Drift(); d < MaxDrift || behind.KeepsUp() {
+		t.Fatalf("growing backlog: drift %v, want > %v", d, MaxDrift)
 	}
 	failing := steady(30, 300, time.Second, 0)
 	failing.Failed = 1
@@ -105,8 +100,8 @@ func TestCapacity(t *testing.T) {
 	if rate, _ := Capacity(ramp[2:3]); rate != 0 {
 		t.Fatalf("first step behind: capacity %v, want 0", rate)
 	}
-	if (RampStep{OK: 1, Done: []time.Duration{time.Second}}).Served() != 0 {
-		t.Fatal("one request: served rate not defined, want 0")
+	if (RampStep{OK: 3, E2E: []time.Duration{1, 2, 3}}).Drift() != 0 {
+		t.Fatal("three requests: drift not defined, want 0")
 	}
 	r, err := RampRates(4, 1.5, 4)
 	if err != nil || len(r) != 4 || r[0] != 4 || r[1] != 6 || r[3] != 13.5 {
