@@ -324,7 +324,7 @@ func TestLlamaServerKilled(t *testing.T) {
 	samples, faultAt := victim.samples, victim.faultAt
 	failed := checkFailures(t, samples, faultAt)
 	t.Logf("llama-server %s killed mid-run, after it served %d requests: %d of %d requests failed; decisions of those served: %v", victim.addr, victim.served, failed, len(samples), servedBy(samples))
-	time.Sleep(time.Second)
+	waitUnhealthy(t, s, victim.addr)
 	for i := 0; i < 6; i++ {
 		r := s.post("/v1/chat/completions", chatBody(fmt.Sprintf("after %d %s", i, llamaSystem), "hi", false, 4))
 		if r.failed() || r.instance == victim.addr {

@@ -150,8 +150,14 @@ func TestXDSEndpointsThroughEnvoyAndRouter(t *testing.T) {
 		return m
 	}
 
+	// At least 2s of traffic, and (bounded) until the endpoint to remove
+	// has had requests, so the removal below is certain to be observable.
 	start := time.Now()
 	time.Sleep(2 * time.Second)
+	waitLoad(func() bool {
+		b := used(start, time.Now())
+		return b["decided "+e[0]] > 0 && b["served "+e[0]] > 0
+	})
 	before := used(start, time.Now())
 	for k := range before {
 		if strings.HasSuffix(k, e[2]) || strings.HasSuffix(k, e[3]) {
