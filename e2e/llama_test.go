@@ -193,13 +193,12 @@ func TestLlamaServer(t *testing.T) {
 		// The router read the same figures from the responses.
 		inst := `instance="` + first.instance + `"`
 		var reported float64
-		deadline := time.Now().Add(5 * time.Second)
-		for time.Now().Before(deadline) {
-			if reported = s.routerMetric(t, "dualmap_engine_cached_tokens_total", inst); reported > 0 {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		// The counter is updated as each response ends: wait (bounded) for
+		// all five rather than the first.
+		waitLoad(func() bool {
+			reported = s.routerMetric(t, "dualmap_engine_cached_tokens_total", inst)
+			return reported >= 5*500
+		})
 		predicted := s.routerMetric(t, "dualmap_predicted_cached_tokens_total", inst)
 		t.Logf("router: engine-reported cached tokens on %s %v, predicted %v", first.instance, reported, predicted)
 		if reported < 5*500 {
