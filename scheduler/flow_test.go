@@ -64,7 +64,7 @@ func TestEnqueueAndWaitBlocksUntilDispatched(t *testing.T) {
 	default:
 	}
 	s.FirstToken(first) // pending prefill drains: the waiter is dispatched
-	r := <-done
+	r := recv(t, done, "the queued request's dispatch after the first token drained the queue")
 	if r.err != nil || r.d.Queued || r.d.Instance == "" {
 		t.Fatalf("EnqueueAndWait() = %+v, %v; want dispatched", r.d, r.err)
 	}
@@ -87,7 +87,7 @@ func TestEnqueueAndWaitCancelledReleasesEverything(t *testing.T) {
 	}()
 	waitQueued(t, s, 1)
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := recv(t, done, "EnqueueAndWait() returning after its context was cancelled"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("EnqueueAndWait() error = %v, want context.Canceled", err)
 	}
 	if n := s.QueueLen(); n != 0 {
@@ -140,7 +140,7 @@ func TestEnqueueAndWaitShed(t *testing.T) {
 			}()
 			waitQueued(t, s, 1)
 			tt.shed(s, clk)
-			if err := <-done; !errors.Is(err, tt.want) {
+			if err := recv(t, done, "EnqueueAndWait() returning once its request was shed ("+tt.name+")"); !errors.Is(err, tt.want) {
 				t.Fatalf("EnqueueAndWait() error = %v, want %v", err, tt.want)
 			}
 			if n := s.QueueLen(); n != 0 {
@@ -171,7 +171,7 @@ func TestEnqueueAndWaitCancelRace(t *testing.T) {
 		waitQueued(t, s, 1)
 		go s.FirstToken(first) // dispatches second, racing the cancel
 		cancel()
-		if err := <-done; err == nil {
+		if err := recv(t, done, "EnqueueAndWait() returning after a cancel racing its dispatch"); err == nil {
 			s.Complete(second)
 		}
 		s.Complete(first)
