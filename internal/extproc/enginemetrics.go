@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,11 +45,11 @@ func parseEngineMetrics(r io.Reader) (scheduler.EngineLoad, bool) {
 		var dst *int
 		kv := false
 		switch {
-		case contains(waitingNames, name):
+		case slices.Contains(waitingNames, name):
 			dst = &l.Waiting
-		case contains(runningNames, name):
+		case slices.Contains(runningNames, name):
 			dst = &l.Running
-		case contains(kvNames, name):
+		case slices.Contains(kvNames, name):
 			kv = true
 		default:
 			continue
@@ -75,15 +76,6 @@ func parseEngineMetrics(r io.Reader) (scheduler.EngineLoad, bool) {
 		found = true
 	}
 	return l, found
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // metricsLoop polls every instance of a pool for its own load.
