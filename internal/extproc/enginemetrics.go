@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,11 +44,11 @@ func parseEngineMetrics(r io.Reader) (scheduler.EngineLoad, bool) {
 		var dst *int
 		kv := false
 		switch {
-		case slices.Contains(waitingNames, name):
+		case contains(waitingNames, name):
 			dst = &l.Waiting
-		case slices.Contains(runningNames, name):
+		case contains(runningNames, name):
 			dst = &l.Running
-		case slices.Contains(kvNames, name):
+		case contains(kvNames, name):
 			kv = true
 		default:
 			continue
@@ -76,6 +75,15 @@ func parseEngineMetrics(r io.Reader) (scheduler.EngineLoad, bool) {
 		found = true
 	}
 	return l, found
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
 
 // metricsLoop polls every instance of a pool for its own load.
