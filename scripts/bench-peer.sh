@@ -33,6 +33,8 @@
 #   DUALMAP_PEER_CONCURRENCY replay's cap on requests in flight [4096]
 #   DUALMAP_PEER_OUT        output directory [out/peer-<UTC time>]
 #   DUALMAP_PEER_TIMEOUT    go test -timeout [8h]
+#   DUALMAP_PEER_THROUGHPUT 1: also the added-latency / maximum req/s / CPU
+#                           phase (e2e TestPeerReport, dualmap engines) [off]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pickers="${DUALMAP_PEER_PICKERS:-dualmap,llm-d}"
@@ -64,3 +66,7 @@ for engine in "${list[@]}"; do
 		DUALMAP_LLMD_EPP="$EPP" DUALMAP_LLMD_SIM="$SIM" DUALMAP_ENVOY="$ENVOY" \
 		${GO:-go} test -tags e2e -count=1 -v -timeout "${DUALMAP_PEER_TIMEOUT:-8h}" -run '^TestPeerBench$' ./e2e/
 done
+if [ "${DUALMAP_PEER_THROUGHPUT:-}" = 1 ]; then
+	DUALMAP_BENCH_PEER=1 DUALMAP_PEER_PHASES=throughput DUALMAP_LLMD_EPP="${EPP:?the throughput phase needs llm-d in DUALMAP_PEER_PICKERS}" DUALMAP_ENVOY="$ENVOY" \
+		${GO:-go} test -tags e2e -count=1 -v -timeout 20m -run '^TestPeerReport$' ./e2e/
+fi
