@@ -553,6 +553,7 @@ func benchCapacity(t testing.TB, eng peerEngines, w peerbench.Workload, n int, r
 	capacity := -1.0
 	for _, pk := range pks {
 		var steps []peerbench.RampStep
+		var base time.Duration
 		for _, r := range rates {
 			row, st := benchRun(t, eng, pk, 1, short, r, c, peerbench.Row{Run: 0})
 			steps = append(steps, st)
@@ -560,7 +561,10 @@ func benchCapacity(t testing.TB, eng peerEngines, w peerbench.Workload, n int, r
 				pk.name, r, st.Sent, st.Drift(), st.Failed, row.TTFTP50MS, row.TTFTP90MS, row.E2EP50MS, row.EngineCPU, row.LoadAvg)
 			*log = append(*log, map[string]any{"workload": w.Name, "picker": pk.name, "offered": r, "sent": st.Sent, "e2e_drift": st.Drift(), "failed": st.Failed,
 				"ttft_p50_ms": row.TTFTP50MS, "ttft_p90_ms": row.TTFTP90MS, "engine_cpu_cores": row.EngineCPU, "load_avg": row.LoadAvg, "keeps_up": st.KeepsUp()})
-			if !st.KeepsUp() {
+			if len(steps) == 1 {
+				base = time.Duration(row.E2EP50MS * float64(time.Millisecond))
+			}
+			if !st.KeepsUp() || peerbench.SlowerThan(st, base) {
 				break
 			}
 		}
@@ -575,8 +579,8 @@ func benchCapacity(t testing.TB, eng peerEngines, w peerbench.Workload, n int, r
 	if capacity <= 0 {
 		t.Fatalf("%s: no rate of the ramp %v kept up; lower DUALMAP_PEER_RAMP's start", w.Name, rates)
 	}
-	t.Logf("  capacity of %s: %.1f requests/s (the highest ramp rate every picker kept up with, %d requests a step, median E2E of the last quarter <= %.1fx the first quarter's, no failure)",
-		w.Name, capacity, n, peerbench.MaxDrift)
+	t.Logf("  capacity of %s: %.1f requests/s (the highest ramp rate every picker kept up with, %d requests a step, median E2E of the last quarter <= %.1fx the first quarter's and <= %.0fx the first step's, no failure)",
+		w.Name, capacity, n, peerbench.MaxDrift, peerbench.MaxSlowdown)
 	*log = append(*log, map[string]any{"workload": w.Name, "capacity": capacity})
 	return capacity
 }

@@ -14,6 +14,15 @@ import (
 // grows through the run and with it the time each request takes.
 const MaxDrift = 1.5
 
+// MaxSlowdown is how much longer a ramp step's median E2E may be than the
+// first (lightest) step's for the step to keep up. Drift alone misses a
+// pool far past its capacity when a step lasts less than a request takes
+// (fast engines: 300 requests at 400/s are sent in 0.75 s); a queue of
+// requests shows as a median several times the unloaded one. llm-d's
+// simulator alone makes requests up to 2x slower near its sequence limit
+// (time-factor-under-load), so 3x leaves that room.
+const MaxSlowdown = 3.0
+
 // RampStep is one run of a capacity ramp.
 type RampStep struct {
 	// Offered is the rate the run was asked for; Sent the rate it sent
@@ -56,14 +65,19 @@ func (s RampStep) KeepsUp() bool {
 
 // Capacity is the highest offered rate of the ramp below which every step
 // kept up (steps sorted by Offered; the ramp stops counting at the first
-// step that did not keep up), and whether any step failed to keep up (if
+// step that did not keep up, or whose median E2E exceeds MaxSlowdown times
+// the first step's), and whether any step failed to keep up (if
 // none did, the ramp did not reach capacity and the value is a lower
 // bound). A ramp whose first step already fails has capacity 0.
 func Capacity(steps []RampStep) (rate float64, reached bool) {
 	s := slices.Clone(steps)
 	slices.SortFunc(s, func(a, b RampStep) int { return cmpFloat(a.Offered, b.Offered) })
-	for _, st := range s {
-		if !st.KeepsUp() {
+	var base time.Duration
+	for i, st := range s {
+		if i == 0 && len(st.E2E) > 0 {
+			base = median(st.E2E)
+		}
+		if !st.KeepsUp() || SlowerThan(st, base) {
 			return rate, true
 		}
 		rate = st.Offered
@@ -110,4 +124,10 @@ func RatesAt(capacity float64, percents []float64) ([]float64, error) {
 		out[i] = max(0.1, math.Round(capacity*p/100*10)/10)
 	}
 	return out, nil
+}
+
+// SlowerThan says whether the step's median E2E exceeds MaxSlowdown times
+// base (the ramp's first step's median; never when base is 0).
+func SlowerThan(s RampStep, base time.Duration) bool {
+	return base > 0 && len(s.E2E) > 0 && float64(median(s.E2E)) > MaxSlowdown*float64(base)
 }

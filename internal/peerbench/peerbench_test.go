@@ -100,6 +100,18 @@ func TestCapacity(t *testing.T) {
 	if rate, _ := Capacity(ramp[2:3]); rate != 0 {
 		t.Fatalf("first step behind: capacity %v, want 0", rate)
 	}
+	// Too short to drift, but four times slower than the first step: a
+	// queue in front of fast engines.
+	short := steady(400, 300, 4*time.Second, 0)
+	if !short.KeepsUp() {
+		t.Fatal("no drift: KeepsUp alone cannot tell")
+	}
+	if rate, reached := Capacity([]RampStep{ramp[0], keeps, short}); rate != 20 || !reached {
+		t.Fatalf("4x slower than the first step: capacity %v reached %v, want 20 true", rate, reached)
+	}
+	if SlowerThan(short, 0) || !SlowerThan(short, time.Second) || SlowerThan(keeps, time.Second) {
+		t.Fatal("SlowerThan")
+	}
 	if (RampStep{OK: 3, E2E: []time.Duration{1, 2, 3}}).Drift() != 0 {
 		t.Fatal("three requests: drift not defined, want 0")
 	}
