@@ -533,7 +533,8 @@ func benchWorkload(t testing.TB, name, tracePath string, requests int) peerbench
 // benchCapacity measures the setup's capacity on w with one replica: a
 // ramp of rampRequests requests at each rate, with dualmap without its
 // router queue and with llm-d's picker (when given), each until its first
-// step that does not keep up (peerbench.RampStep.KeepsUp); the capacity
+// step that does not keep up (peerbench.RampStep.KeepsUp, or a median E2E
+// over peerbench.MaxSlowdown times the first step's) twice in a row; the capacity
 // is the highest rate both kept up with.
 func benchCapacity(t testing.TB, eng peerEngines, w peerbench.Workload, n int, rates []float64, noQueue, llmdBin string, c peerClient, log *[]map[string]any) float64 {
 	t.Helper()
@@ -556,6 +557,12 @@ func benchCapacity(t testing.TB, eng peerEngines, w peerbench.Workload, n int, r
 		var base time.Duration
 		for _, r := range rates {
 			row, st := benchRun(t, eng, pk, 1, short, r, c, peerbench.Row{Run: 0})
+			if len(steps) > 0 && (!st.KeepsUp() || peerbench.SlowerThan(st, base)) {
+				// One stall of a shared machine is not a capacity: a step
+				// that misses is run once more, and the second counts.
+				t.Logf("  ramp %-16s %6.1f/s: E2E drift %.2f, %d failed, E2E p50 %.0f ms: missed, once more [load %s]", pk.name, r, st.Drift(), st.Failed, row.E2EP50MS, row.LoadAvg)
+				row, st = benchRun(t, eng, pk, 1, short, r, c, peerbench.Row{Run: 0})
+			}
 			steps = append(steps, st)
 			t.Logf("  ramp %-16s %6.1f/s: sent %.1f/s, E2E drift %.2f, %d failed, TTFT p50 %.0f ms p90 %.0f ms, E2E p50 %.0f ms, engines' cores %.2f [load %s]",
 				pk.name, r, st.Sent, st.Drift(), st.Failed, row.TTFTP50MS, row.TTFTP90MS, row.E2EP50MS, row.EngineCPU, row.LoadAvg)
