@@ -14,6 +14,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/dualmap/dualmap/internal/config"
+	"github.com/dualmap/dualmap/internal/coord"
+	"github.com/dualmap/dualmap/internal/state"
 	"github.com/dualmap/dualmap/scheduler"
 )
 
@@ -436,5 +438,82 @@ func TestSubsetHintEntryLimit(t *testing.T) {
 			t.Errorf("duplex=%v: a hint of 4097 entries answered %v, want 503 with %s: subset", duplex, im, droppedHeader)
 		}
 		c.close()
+	}
+}
+
+// recordingStore is a pool's shared store that keeps the dispatch records
+// it is given, for the tests (the memory store drops them).
+type recordingStore struct {
+	state.Store
+	mu   sync.Mutex
+	recs []coord.Record
+}
+
+func (r *recordingStore) Dispatched(instance string, blocks []uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recs = append(r.recs, coord.Record{Instance: instance, Blocks: slices.Clone(blocks)})
+	r.Store.Dispatched(instance, blocks)
+}
+
+func (r *recordingStore) records() []coord.Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.recs)
+}
+
+// When another pool member served than the one pinned, the prompt's record
+// reaches the shared store for the other replicas, not only this router's
+// KV index; a stranger that served is recorded nowhere. Pins
+// servedElsewhere's p.store.Dispatched (left out, the other replicas never
+// learn that the member holds the prompt).
+func TestServedElsewhereReachesSharedStore(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		served string // "other": a pool member that is not the pinned one
+		want   bool
+	}{
+		{"another member", "other", true},
+		{"a stranger", "6.6.6.6:80", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ts := start(t, parseConfig(t, fourInstances), false)
+			rs := &recordingStore{Store: ts.srv.pools[0].store}
+			ts.srv.pools[0].store = rs
+			c := ts.open(t)
+			defer c.close()
+			pinned, _ := pinAndMetadata(ts.post(t, c, "/v1/chat/completions", chat("m", tt.name, false)))
+			pinned = strings.Split(pinned, ",")[0]
+			recs := rs.records()
+			if len(recs) != 1 || recs[0].Instance != pinned || len(recs[0].Blocks) == 0 {
+				t.Fatalf("store records after routing = %+v, want one for the pinned %s", recs, pinned)
+			}
+			served := tt.served
+			if served == "other" {
+				served = "10.0.0.1:8000"
+				if pinned == served {
+					served = "10.0.0.2:8000"
+				}
+			}
+			m := respHeadersMsg(false, ":status", "200")
+			withMetadata(m, servedNamespace, servedKey, structpb.NewStringValue(served))
+			c.send(t, m)
+			var got []coord.Record
+			for _, r := range rs.records()[1:] {
+				if r.Instance != served {
+					t.Errorf("store record for %s after %s served, want none but for %s", r.Instance, served, served)
+				}
+				got = append(got, r)
+			}
+			if !tt.want {
+				if len(got) != 0 {
+					t.Errorf("a stranger's serving reached the store: %+v", got)
+				}
+				return
+			}
+			if len(got) != 1 || !slices.Equal(got[0].Blocks, recs[0].Blocks) {
+				t.Errorf("store records for %s after it served = %+v, want one with the prompt's %d blocks", served, got, len(recs[0].Blocks))
+			}
+		})
 	}
 }
