@@ -16,8 +16,10 @@ import (
 //	requestHeaders --request_headers, end of stream---> dispatched  (no body: pinned by routeAny)
 //	requestBody    --request_body---------------------> requestBody (a chunk)
 //	requestBody    --request_body, end of stream------> dispatched  (routed, or pinned by routeAny)
-//	requestBody    --request_trailers-----------------> dispatched  (buffered: the body ended unrouted, not pinned;
-//	                                                                 full duplex: routed as at the end of stream)
+//	requestBody    --request_body, BUFFERED mode------> dispatched  (without end of stream: trailers ended it; routed)
+//	requestBody    --request_trailers-----------------> dispatched  (full duplex: routed as at the end of stream)
+//	requestBody    --request_trailers-----------------> failed      (STREAMED or not announced: 400, no pin possible)
+//	dispatched     --request_trailers-----------------> dispatched  (after a BUFFERED body without end of stream)
 //	requestBody    --response_headers-----------------> response    (Envoy answered itself, e.g. 413)
 //	dispatched     --response_headers-----------------> response
 //	response       --response_body--------------------> response    (a chunk)
