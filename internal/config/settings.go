@@ -44,7 +44,7 @@ var schedulerSettings = []SchedulerSetting{
 	{YAML: "limits.queue_budget_tokens", fromYAML: func(c Config, _ Pool) any { return max(c.Limits.QueueBudgetTokens, 0) },
 		field: func(s *scheduler.Config) any { return &s.Queue.Budget }},
 	{Key: "max_queue_wait", YAML: "limits.max_queue_wait", fromYAML: func(c Config, _ Pool) any { return c.Limits.MaxQueueWait },
-		Help: "longest wait in a router queue before a request fails (a Go duration or seconds; 0: the scheduler's default)",
+		Help:  "longest wait in a router queue before a request fails (a Go duration or seconds; 0: the scheduler's default)",
 		field: func(s *scheduler.Config) any { return &s.Queue.MaxWait }},
 	{Key: "order", YAML: "limits.queue_order", fromYAML: func(c Config, _ Pool) any { return c.Limits.QueueOrder },
 		Help:  "router-queue order: deadline | cache (empty: deadline)",
