@@ -74,6 +74,7 @@ type stream struct {
 	size, held int
 	client     string    // the downstream's address (source.address), or ""
 	bodyStart  time.Time // when the request headers said a body follows
+	opened     time.Time // when the stream was admitted
 
 	declared int // the request's content-length, or -1
 
@@ -97,7 +98,7 @@ type stream struct {
 }
 
 func newStream(s *Server, ctx context.Context) *stream {
-	return &stream{s: s, ctx: ctx, declared: -1}
+	return &stream{s: s, ctx: ctx, declared: -1, opened: time.Now()}
 }
 
 // handle answers one message with exactly one response of the matching
