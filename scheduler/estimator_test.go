@@ -247,3 +247,25 @@ func TestEstimatorRequestsAheadQuadraticAndService(t *testing.T) {
 		t.Errorf("after an observation with no prefill work: cost %v, step scale %v; want unchanged %v, 1", e2.cost(), e2.stepScale(), c2.PerToken)
 	}
 }
+
+// Learning takes the q term and the memory factor out of an observed TTFT
+// before comparing it with the linear estimate: observations made of a
+// known cost plus a q term, under memory pressure, teach exactly that
+// cost. Pins observe's t = ttft/(1+mem) - q x u^2 (each operator mutated,
+// the learned cost drifts from the truth).
+func TestEstimatorLearnsWithoutTheQuadraticTerm(t *testing.T) {
+	cfg := bare(CostConfig{PerToken: 0.0001, Quadratic: 1e-8, LearnRate: 0.2})
+	cfg.MemoryWeight, cfg.MemoryKnee = 2, 0.5
+	e := newEstimator(&cfg, cfg.PerToken, 1)
+	const truth = 0.0002
+	for i := range 400 {
+		u := 1000 + 37*(i%50)
+		l := load{memory: 0.75} // factor 1 + 2 x 0.5 = 2
+		s := e.sampleOf(l, u)
+		ttft := (truth*s.work + cfg.Quadratic*float64(u*u)) * 2
+		e.observe(s, ttft)
+	}
+	if rel := math.Abs(e.cost()-truth) / truth; rel > 0.01 {
+		t.Errorf("learned cost = %g, want %g within 1%% (q term and memory factor taken out)", e.cost(), truth)
+	}
+}
