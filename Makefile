@@ -152,7 +152,7 @@ libtokenizers:
 test-tokenizers: libtokenizers
 	CGO_ENABLED=1 CGO_LDFLAGS="-L$(TOKLIB_DIR)" $(GO) test -tags tokenizers -race -count=1 ./internal/tokenize/ ./internal/extproc/
 
-# mutate: mutation testing (gremlins) over scheduler, extproc and state, one
+# mutate: mutation testing (gremlins) over scheduler, extproc, state and coord, one
 # worker, one package at a time; long (see docs/testing.md for times and the
 # knobs: MUTATE_PKGS, MUTATE_EXCLUDE, MUTATE_DIFF=main for a branch's lines).
 # fuzz: every fuzz target of the module, FUZZTIME each (default 30s);
