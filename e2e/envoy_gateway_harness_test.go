@@ -40,7 +40,10 @@ func startEnvoyGatewayPicker(t *testing.T, o pickerOptions) *gatewayStack {
 	})
 	startEnvoyGateway(t, g.stack, func(res string) string {
 		if o.failOpen {
-			res = replaceOnce(t, "examples/envoy-gateway/resources/dualmap.yaml", res, "failOpen: false", "failOpen: true")
+			const what = "examples/envoy-gateway/resources/dualmap.yaml"
+			res = replaceOnce(t, what, res, "failOpen: false", "failOpen: true")
+			res = replaceOnce(t, what, res, "      request:\n        body: FullDuplexStreamed\n", "      request:\n        body: Buffered\n")
+			res = replaceOnce(t, what, res, "      response:\n        body: FullDuplexStreamed\n", "      response:\n        body: Streamed\n")
 		}
 		return res
 	})
