@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -26,7 +27,7 @@ const envoyGatewayLock = "/tmp/dualmap-envoy-gateway.lock"
 // stack's routers and engines; Envoy is the one of DUALMAP_ENVOY.
 type envoyGatewayStack struct {
 	dir    string // Envoy Gateway's resources, homes and logs
-	state  string // its stateHome: envoy-runs/<id>/ holds Envoy's admin address
+	run    string // its runtimeDir: <run id>/admin-address.txt is Envoy's admin address
 	server *proc
 }
 
@@ -59,10 +60,10 @@ func startEnvoyGateway(t *testing.T, s *stack, edit func(string) string) *envoyG
 	t.Helper()
 	lockEnvoyGateway(t)
 	eg := &envoyGatewayStack{dir: filepath.Join(s.dir, "envoy-gateway")}
-	eg.state = filepath.Join(eg.dir, "state")
+	eg.run = filepath.Join(eg.dir, "run")
 	resDir := filepath.Join(eg.dir, "resources")
 	data := filepath.Join(eg.dir, "data")
-	for _, d := range []string{resDir, eg.state} {
+	for _, d := range []string{resDir, eg.run} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -122,6 +123,12 @@ func startEnvoyGateway(t *testing.T, s *stack, edit func(string) string) *envoyG
 		t.Fatal(err)
 	}
 
+	// The control plane's and Envoy's certificates (xDS is mutual TLS),
+	// generated into configHome/certs as Envoy Gateway's standalone mode
+	// expects.
+	if out, err := exec.Command(envoyGatewayBin, "certgen", "--local", "--config-home", filepath.Join(eg.dir, "config")).CombinedOutput(); err != nil {
+		t.Fatalf("envoy-gateway certgen --local: %v\n%s", err, out)
+	}
 	eg.server = startProc(t, s.dir, "envoy-gateway", envoyGatewayBin, "server", "--config-path", cfgPath)
 	s.url = fmt.Sprintf("http://127.0.0.1:%d", listen)
 	s.admin = "http://" + eg.envoyAdmin(t)
@@ -143,12 +150,13 @@ func startEnvoyGateway(t *testing.T, s *stack, edit func(string) string) *envoyG
 }
 
 // envoyAdmin waits for the admin address func-e asks Envoy to write
-// (<stateHome>/envoy-runs/<run>/admin-address.txt) and returns it.
+// (<runtimeDir>/<run id>/admin-address.txt; Envoy Gateway gives Envoy an
+// ephemeral admin port) and returns it.
 func (eg *envoyGatewayStack) envoyAdmin(t *testing.T) string {
 	t.Helper()
 	deadline := time.Now().Add(2 * faultWait)
 	for {
-		paths, _ := filepath.Glob(filepath.Join(eg.state, "envoy-runs", "*", "admin-address.txt"))
+		paths, _ := filepath.Glob(filepath.Join(eg.run, "*", "admin-address.txt"))
 		for _, p := range paths {
 			if b, err := os.ReadFile(p); err == nil {
 				if a := strings.TrimSpace(string(b)); a != "" {
@@ -159,7 +167,7 @@ func (eg *envoyGatewayStack) envoyAdmin(t *testing.T) string {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Envoy Gateway started no Envoy within %v (no admin-address.txt under %s)\n%s", 2*faultWait, eg.state, tail(eg.server.log, 40))
+			t.Fatalf("Envoy Gateway started no Envoy within %v (no admin-address.txt under %s)\n%s", 2*faultWait, eg.run, tail(eg.server.log, 40))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -164,6 +164,8 @@ if [ "$GATEWAY" = envoy-gateway ]; then
 	cp examples/envoy-gateway/resources/*.yaml "$EG/resources/"
 	sed -e "s|examples/envoy-gateway/resources|$EG/resources|" -e "s|/tmp/dualmap-envoy-gateway|$EG|" \
 		examples/envoy-gateway/envoy-gateway.yaml >"$EG/envoy-gateway.yaml"
+	# Certificates for its xDS (mutual TLS) into configHome/certs.
+	"$ENVOY_GATEWAY" certgen --local --config-home "$EG/config" >"$LOGS/envoy-gateway-certgen.log" 2>&1
 	"$ENVOY_GATEWAY" server --config-path "$EG/envoy-gateway.yaml" >"$LOGS/envoy-gateway.log" 2>&1 &
 	pids+=($!)
 	# Up when its Envoy routes a request through dualmap.
@@ -173,7 +175,7 @@ if [ "$GATEWAY" = envoy-gateway ]; then
 		if [ "$i" = 600 ]; then echo "make run: Envoy Gateway did not route within 60s; see $LOGS/envoy-gateway.log" >&2; exit 1; fi
 		sleep 0.1
 	done
-	ADMIN_NOTE="Envoy admin:     $(cat "$EG"/state/envoy-runs/*/admin-address.txt 2>/dev/null | head -n 1) (Envoy Gateway's Envoy; its own admin: http://localhost:19000)"
+	ADMIN_NOTE="Envoy admin:     http://$(cat "$EG"/run/*/admin-address.txt 2>/dev/null | head -n 1) (Envoy Gateway's Envoy; its own admin: http://localhost:19000)"
 	FRONT="Envoy Gateway (examples/envoy-gateway)"
 else
 	"$ENVOY" -c "$LOGS/envoy.yaml" --log-level warn >"$LOGS/envoy.log" 2>&1 &
