@@ -457,6 +457,14 @@ func (st *stream) metadata(dec scheduler.Decision) *structpb.Struct {
 // the primary could not be reached.
 const upstreamHostHeader = "x-dualmap-upstream-host"
 
+// Where the endpoint that served a response was learnt (the source label
+// of dualmap_served_reports_total).
+const (
+	servedFromMetadata = "metadata"
+	servedFromHeader   = "header"
+	servedFromNone     = "none"
+)
+
 // onResponseHeaders sees the response start: the upstream's answer to a
 // dispatched request, or Envoy's own answer to one whose body it never
 // delivered (a local reply, e.g. 413 over its buffer limit), which is
@@ -473,19 +481,23 @@ func (st *stream) onResponseHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadat
 	if h.GetEndOfStream() {
 		st.phase = phaseDone
 	}
-	code, served := 0, ""
+	code, served, source := 0, "", servedFromNone
 	for _, kv := range h.GetHeaders().GetHeaders() {
 		switch kv.GetKey() {
 		case ":status":
 			code, _ = strconv.Atoi(headerValue(kv))
 		case upstreamHostHeader:
 			served = headerValue(kv)
+			if served != "" {
+				source = servedFromHeader
+			}
 		}
 	}
 	if v := servedMetadata(md); v != "" {
-		served = v // the proxy's own report; the route header is the fallback
+		served, source = v, servedFromMetadata // the proxy's own report; the route header is the fallback
 	}
 	if st.owes == owesResponse {
+		st.s.m.servedReports.WithLabelValues(st.pool.name, source).Inc()
 		st.responseStarted(code, served)
 	}
 	m := &extprocv3.HeaderMutation{RemoveHeaders: []string{upstreamHostHeader}}
