@@ -39,6 +39,7 @@ type metrics struct {
 	stateLag      *prometheus.GaugeVec     // pool
 	streamErrors  *prometheus.CounterVec   // phase
 	sloMet        *prometheus.CounterVec   // pool, met
+	servedReports *prometheus.CounterVec   // pool, source
 	usage         *usageMetrics            // engine-reported prefix reuse (usage.go)
 }
 

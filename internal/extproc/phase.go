@@ -3,7 +3,6 @@ package extproc
 import (
 	"fmt"
 
-	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/codes"
 )
 
@@ -72,25 +71,6 @@ var messageNames = [...]string{"unknown", "request_headers", "request_body", "re
 	"response_headers", "response_body", "response_trailers"}
 
 func (m message) String() string { return messageNames[m] }
-
-// kindOf returns the kind of req.
-func kindOf(req *extprocv3.ProcessingRequest) message {
-	switch req.GetRequest().(type) {
-	case *extprocv3.ProcessingRequest_RequestHeaders:
-		return msgRequestHeaders
-	case *extprocv3.ProcessingRequest_RequestBody:
-		return msgRequestBody
-	case *extprocv3.ProcessingRequest_RequestTrailers:
-		return msgRequestTrailers
-	case *extprocv3.ProcessingRequest_ResponseHeaders:
-		return msgResponseHeaders
-	case *extprocv3.ProcessingRequest_ResponseBody:
-		return msgResponseBody
-	case *extprocv3.ProcessingRequest_ResponseTrailers:
-		return msgResponseTrailers
-	}
-	return msgUnknown
-}
 
 // protocolError is a message a stream refused: one of a kind it cannot
 // answer, or one its phase does not accept.

@@ -734,3 +734,22 @@ func FuzzStreamSequence(f *testing.F) {
 		}
 	})
 }
+
+// kindOf returns the kind of req, as the stream classifies it.
+func kindOf(req *extprocv3.ProcessingRequest) message {
+	switch req.GetRequest().(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders:
+		return msgRequestHeaders
+	case *extprocv3.ProcessingRequest_RequestBody:
+		return msgRequestBody
+	case *extprocv3.ProcessingRequest_RequestTrailers:
+		return msgRequestTrailers
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		return msgResponseHeaders
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		return msgResponseBody
+	case *extprocv3.ProcessingRequest_ResponseTrailers:
+		return msgResponseTrailers
+	}
+	return msgUnknown
+}

@@ -457,6 +457,14 @@ func (st *stream) metadata(dec scheduler.Decision) *structpb.Struct {
 // the primary could not be reached.
 const upstreamHostHeader = "x-dualmap-upstream-host"
 
+// Where the endpoint that served a response was learnt (the source label
+// of dualmap_served_reports_total).
+const (
+	servedFromMetadata = "metadata"
+	servedFromHeader   = "header"
+	servedFromNone     = "none"
+)
+
 // onResponseHeaders sees the response start: the upstream's answer to a
 // dispatched request, or Envoy's own answer to one whose body it never
 // delivered (a local reply, e.g. 413 over its buffer limit), which is
@@ -473,17 +481,20 @@ func (st *stream) onResponseHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadat
 	if h.GetEndOfStream() {
 		st.phase = phaseDone
 	}
-	code, served, hosts := 0, "", 0
+	code, served, hosts, source := 0, "", 0, servedFromNone
 	for _, kv := range h.GetHeaders().GetHeaders() {
 		switch kv.GetKey() {
 		case ":status":
 			code, _ = strconv.Atoi(headerValue(kv))
 		case upstreamHostHeader:
 			served, hosts = headerValue(kv), hosts+1
+			if served != "" {
+				source = servedFromHeader
+			}
 		}
 	}
 	if hosts > 1 {
-		served = "" // not one value Envoy wrote over the upstream's: none believed
+		served, source = "", servedFromNone // not one value Envoy wrote over the upstream's: none believed
 	}
 	fromProxy := false
 	if v, ok := servedMetadata(md); ok {
@@ -491,9 +502,10 @@ func (st *stream) onResponseHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadat
 		// at all, even if the report is unusable: where a gateway reports
 		// by metadata nothing overwrites the header, and a model server
 		// could set it.
-		served, fromProxy = v, true
+		served, fromProxy, source = v, true, servedFromMetadata
 	}
 	if st.owes == owesResponse {
+		st.s.m.servedReports.WithLabelValues(st.pool.name, source).Inc()
 		st.responseStarted(code, served, fromProxy)
 	}
 	m := &extprocv3.HeaderMutation{RemoveHeaders: []string{upstreamHostHeader}}
