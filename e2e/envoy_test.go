@@ -131,3 +131,28 @@ func indent(s, pre string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// Where a shipped Envoy reports the served endpoint in a response header
+// (x-dualmap-upstream-host, or the gateway's
+// x-gateway-destination-endpoint-served turned into metadata), it writes
+// over the upstream's own value: a model server cannot name another
+// instance as the one that served.
+func TestShippedEnvoyOverwritesServedHost(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(repoRoot, "envoy", "*.yaml"))
+	files = append(files, filepath.Join(repoRoot, "charts", "dualmap", "templates", "envoy.yaml"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(b), "\n")
+		for i, l := range lines {
+			if !strings.Contains(l, "value: \"%UPSTREAM_HOST%\"") {
+				continue
+			}
+			if i+1 >= len(lines) || !strings.Contains(lines[i+1], "append_action: OVERWRITE_IF_EXISTS_OR_ADD") {
+				t.Errorf("%s:%d: %s is added, not written over the upstream's", f, i+1, strings.TrimSpace(l))
+			}
+		}
+	}
+}

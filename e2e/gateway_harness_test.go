@@ -87,7 +87,7 @@ func startPickers(t testing.TB, o gatewayOptions) *gatewayStack {
 		gp, ap, hp := freePort(t), freePort(t), freePort(t)
 		cfg := base
 		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `grpc: ":9002"`, fmt.Sprintf(`grpc: "127.0.0.1:%d"`, gp))
-		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `admin: ":9090"`, fmt.Sprintf(`admin: "127.0.0.1:%d"`, ap))
+		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `admin: "127.0.0.1:9090"`, fmt.Sprintf(`admin: "127.0.0.1:%d"`, ap))
 		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `listen: ":9003"`, fmt.Sprintf(`listen: "127.0.0.1:%d"`, hp))
 		if o.routerEdit != nil {
 			edit := o.routerEdit(s, i)

@@ -50,7 +50,7 @@ func dualmapPicker() picker {
 		}
 		ap := freePort(t)
 		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `grpc: ":9002"`, fmt.Sprintf(`grpc: "127.0.0.1:%d"`, gp))
-		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `admin: ":9090"`, fmt.Sprintf(`admin: "127.0.0.1:%d"`, ap))
+		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `admin: "127.0.0.1:9090"`, fmt.Sprintf(`admin: "127.0.0.1:%d"`, ap))
 		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `listen: ":9003"`, fmt.Sprintf(`listen: "127.0.0.1:%d"`, hp))
 		path := filepath.Join(s.dir, "dualmap.yaml")
 		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {

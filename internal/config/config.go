@@ -106,6 +106,11 @@ type GRPCHealth struct {
 	Enabled bool `yaml:"enabled"` // default off
 	// Listen defaults to the host of listen.grpc with port 9003.
 	Listen string `yaml:"listen"`
+	// MaxWatchStreams caps the health Watch streams open at once, on the
+	// health port and the ext_proc listener together; one more is refused
+	// with RESOURCE_EXHAUSTED (default 1024; Check is not bounded: it
+	// holds nothing).
+	MaxWatchStreams int `yaml:"max_watch_streams"`
 }
 
 // Admin guards the admin HTTP server's /debug/* endpoints (pool and

@@ -54,6 +54,9 @@ const (
 	// DefaultBodyTimeout bounds the arrival of a request body once its
 	// headers have come (limits.body_timeout).
 	DefaultBodyTimeout = 30 * time.Second
+	// DefaultMaxWatchStreams caps the gRPC health Watch streams
+	// (grpc.health.max_watch_streams).
+	DefaultMaxWatchStreams = 1024
 	// DefaultFirstMessageTimeout bounds the wait for a stream's first
 	// message (limits.first_message_timeout).
 	DefaultFirstMessageTimeout = 10 * time.Second
@@ -96,6 +99,9 @@ func (c Config) WithDefaults() Config {
 		if g.TLS.CertFile != "" || g.TLS.KeyFile != "" {
 			g.TLS.Mode = TLSFiles
 		}
+	}
+	if g.Health.MaxWatchStreams == 0 {
+		g.Health.MaxWatchStreams = DefaultMaxWatchStreams
 	}
 	if g.Health.Enabled && g.Health.Listen == "" {
 		host, _, err := net.SplitHostPort(c.Listen.GRPC)

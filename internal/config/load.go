@@ -227,6 +227,8 @@ func (c Config) validGRPC() error {
 		return invalid("grpc.max_connection_age", "must be >= 1m (or negative: never), got %v", g.MaxConnectionAge)
 	case g.MaxConnectionAgeGrace < 0:
 		return invalid("grpc.max_connection_age_grace", "must be > 0, got %v", g.MaxConnectionAgeGrace)
+	case g.Health.MaxWatchStreams < 1:
+		return invalid("grpc.health.max_watch_streams", "must be >= 1, got %d", g.Health.MaxWatchStreams)
 	}
 	if g.Health.Enabled {
 		if err := validAddr("grpc.health.listen", g.Health.Listen); err != nil {

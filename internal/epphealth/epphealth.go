@@ -10,10 +10,13 @@ package epphealth
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 )
 
 // The service names.
@@ -77,6 +80,29 @@ func (r *Reporter) Follow(name string, f func() error, services ...string) {
 
 // Server is the health service to register on gRPC servers.
 func (r *Reporter) Server() *health.Server { return r.hs }
+
+// Limited is the health service with at most maxWatch Watch streams open
+// at once across every server it is registered on; one more ends at once
+// with RESOURCE_EXHAUSTED. Check is served as by Server.
+func (r *Reporter) Limited(maxWatch int) healthpb.HealthServer {
+	return &limited{Server: r.hs, max: int64(maxWatch)}
+}
+
+// limited bounds the Watch streams of a health server.
+type limited struct {
+	*health.Server
+	max     int64
+	watches atomic.Int64 // Watch streams open
+}
+
+func (l *limited) Watch(in *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	if l.watches.Add(1) > l.max {
+		l.watches.Add(-1)
+		return status.Errorf(codes.ResourceExhausted, "health: more than %d Watch streams (grpc.health.max_watch_streams)", l.max)
+	}
+	defer l.watches.Add(-1)
+	return l.Server.Watch(in, stream)
+}
 
 // Run polls the readiness check until ctx ends.
 func (r *Reporter) Run(ctx context.Context) {

@@ -101,12 +101,16 @@ func subsetHint(md *corev3.Metadata) ([]string, error) {
 
 // servedMetadata returns the endpoint the proxy reports as the one that
 // served, or "".
-func servedMetadata(md *corev3.Metadata) string {
-	v := md.GetFilterMetadata()[servedNamespace].GetFields()[servedKey].GetStringValue()
-	if len(v) > maxSubsetEntry {
-		return ""
+func servedMetadata(md *corev3.Metadata) (string, bool) {
+	f, ok := md.GetFilterMetadata()[servedNamespace].GetFields()[servedKey]
+	if !ok {
+		return "", false
 	}
-	return strings.TrimSpace(v)
+	v := f.GetStringValue()
+	if len(v) > maxSubsetEntry {
+		return "", true // reported, but no address: nothing to believe
+	}
+	return strings.TrimSpace(v), true
 }
 
 // servedElsewhere records that the pool member id served a request of

@@ -389,6 +389,59 @@ func uniqueChat(s string) string {
 	return fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":%q}]}`, strings.Repeat(s+" ", 200))
 }
 
+// A model server cannot take another instance out, or give it the cache
+// credit, with headers of its own: a response naming a victim in
+// x-dualmap-upstream-host (which only Envoy's route may set, over the
+// upstream's), alone, twice, or beside a served-endpoint report too long
+// to be an address, charges the pick only; the victim stays healthy and
+// gets no record of the prompt.
+func TestModelServerCannotNameAnotherInstance(t *testing.T) {
+	const victim = "10.0.0.4:8000"
+	long := structpb.NewStringValue(strings.Repeat("9", maxSubsetEntry+1))
+	tests := []struct {
+		name string
+		resp *extprocv3.ProcessingRequest
+	}{
+		{"500 naming the victim", respHeadersMsg(false, ":status", "500", upstreamHostHeader, victim)},
+		{"500 naming the victim, over-long report", withMetadata(respHeadersMsg(false, ":status", "500", upstreamHostHeader, victim), servedNamespace, servedKey, long)},
+		{"500 with two hosts", respHeadersMsg(false, ":status", "500", upstreamHostHeader, victim, upstreamHostHeader, "10.0.0.3:8000")},
+		{"200 naming the victim", respHeadersMsg(false, ":status", "200", upstreamHostHeader, victim)},
+		{"200 naming the victim, over-long report", withMetadata(respHeadersMsg(false, ":status", "200", upstreamHostHeader, victim), servedNamespace, servedKey, long)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ts := start(t, parseConfig(t, fourInstances), false)
+			p := ts.srv.pools[0]
+			c := ts.open(t)
+			r := ts.post(t, c, "/v1/chat/completions", chat("m", "a prompt long enough to fill a block or two of the cache index "+tt.name, false))
+			picked := setHeader(r.GetRequestBody().GetResponse().GetHeaderMutation(), "x-gateway-destination-endpoint")
+			if picked == "" || strings.HasPrefix(picked, victim) {
+				t.Skipf("picked %q; the test needs another instance", picked)
+			}
+			c.send(t, tt.resp)
+			c.send(t, respBodyMsg("{}", true))
+			c.close()
+			for _, in := range p.sched.Instances() {
+				if in.ID == victim && !in.Healthy {
+					t.Errorf("%s marked unhealthy by a header the upstream set", victim)
+				}
+			}
+			if got := metricValues(t, ts)["dualmap_upstream_errors_total{instance="+victim+",pool=default}"]; got != 0 {
+				t.Errorf("upstream errors charged to %s = %g, want 0", victim, got)
+			}
+			var cached int
+			for _, in := range p.sched.Instances() {
+				if in.ID == victim {
+					cached = in.CachedBlocks
+				}
+			}
+			if cached != 0 {
+				t.Errorf("%s credited with %d cached blocks by a header the upstream set", victim, cached)
+			}
+		})
+	}
+}
+
 // The subset hint's entry-count bound: 4,096 entries are read, 4,097 are
 // refused (503, the subset reason), as a list, as one comma-separated
 // string, and split across list entries; empty entries do not count. Pins

@@ -485,7 +485,13 @@ func TestStreamCalls(t *testing.T) {
 			codes.OK, "enqueue complete", ""},
 		{"stranger served a 503", "streamed", []*extprocv3.ProcessingRequest{postChat, chatBody, respHeadersMsg(false, ":status", "503", upstreamHostHeader, "6.6.6.6:80")},
 			codes.OK, "enqueue complete", "10.0.0.1:8000=false"},
-		{"another member served a 503", "streamed", []*extprocv3.ProcessingRequest{postChat, chatBody, respHeadersMsg(false, ":status", "503", upstreamHostHeader, "10.0.0.4:8000")},
+		// The header names only the pick or its fallback (what Envoy's
+		// override_host tries): another member in it is the upstream's
+		// word, not Envoy's.
+		{"another member in the header served a 503", "streamed", []*extprocv3.ProcessingRequest{postChat, chatBody, respHeadersMsg(false, ":status", "503", upstreamHostHeader, "10.0.0.4:8000")},
+			codes.OK, "enqueue complete", "10.0.0.1:8000=false"},
+		{"another member reported by the gateway served a 503", "streamed", []*extprocv3.ProcessingRequest{postChat, chatBody,
+			withMetadata(respHeadersMsg(false, ":status", "503"), servedNamespace, servedKey, structpb.NewStringValue("10.0.0.4:8000"))},
 			codes.OK, "enqueue complete", "10.0.0.1:8000=false 10.0.0.4:8000=false"},
 		{"client gone before the response", "streamed", []*extprocv3.ProcessingRequest{postChat, chatBody}, codes.OK, "enqueue complete", ""},
 		{"second end-of-stream body", "streamed", []*extprocv3.ProcessingRequest{postChat, chatBody, reqBodyMsg("", true)}, codes.FailedPrecondition, "enqueue complete", ""},

@@ -63,6 +63,9 @@ type Server struct {
 	routeLog routeLog
 
 	bgMu sync.Mutex // serializes background changes (health, membership, rebalancing)
+
+	gaugeMu  sync.Mutex                 // guards seriesOf; serializes updateGauges
+	seriesOf map[string]map[string]bool // pool -> instances with series (forget.go)
 }
 
 // New builds the pools of cfg (tokenizers, schedulers).
@@ -241,6 +244,11 @@ func (s *Server) background(f func()) {
 }
 
 func (s *Server) updateGauges() {
+	s.gaugeMu.Lock()
+	defer s.gaugeMu.Unlock()
+	if s.seriesOf == nil {
+		s.seriesOf = map[string]map[string]bool{}
+	}
 	for _, p := range s.pools {
 		st := p.store.Stats()
 		up := 0.0
@@ -259,7 +267,13 @@ func (s *Server) updateGauges() {
 			s.m.stateRejected.WithLabelValues(p.name, reason).Set(float64(n))
 		}
 		s.m.queueDepth.WithLabelValues(p.name).Set(float64(p.sched.QueueLen()))
-		for _, st := range p.sched.Instances() {
+		members := p.sched.Instances()
+		ids := make([]string, len(members))
+		for i, st := range members {
+			ids[i] = st.ID
+		}
+		s.seriesOf[p.name] = s.m.forgetGone(p.name, s.seriesOf[p.name], ids)
+		for _, st := range members {
 			s.m.pending.WithLabelValues(p.name, st.ID).Set(float64(st.QueuedTokens + st.PendingTokens))
 			s.m.queued.WithLabelValues(p.name, st.ID).Set(float64(st.Queued))
 			s.m.queuedTok.WithLabelValues(p.name, st.ID).Set(float64(st.QueuedTokens))

@@ -481,24 +481,32 @@ func (st *stream) onResponseHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadat
 	if h.GetEndOfStream() {
 		st.phase = phaseDone
 	}
-	code, served, source := 0, "", servedFromNone
+	code, served, hosts, source := 0, "", 0, servedFromNone
 	for _, kv := range h.GetHeaders().GetHeaders() {
 		switch kv.GetKey() {
 		case ":status":
 			code, _ = strconv.Atoi(headerValue(kv))
 		case upstreamHostHeader:
-			served = headerValue(kv)
+			served, hosts = headerValue(kv), hosts+1
 			if served != "" {
 				source = servedFromHeader
 			}
 		}
 	}
-	if v := servedMetadata(md); v != "" {
-		served, source = v, servedFromMetadata // the proxy's own report; the route header is the fallback
+	if hosts > 1 {
+		served, source = "", servedFromNone // not one value Envoy wrote over the upstream's: none believed
+	}
+	fromProxy := false
+	if v, ok := servedMetadata(md); ok {
+		// The proxy's own report. When it is there the header is not read
+		// at all, even if the report is unusable: where a gateway reports
+		// by metadata nothing overwrites the header, and a model server
+		// could set it.
+		served, fromProxy, source = v, true, servedFromMetadata
 	}
 	if st.owes == owesResponse {
 		st.s.m.servedReports.WithLabelValues(st.pool.name, source).Inc()
-		st.responseStarted(code, served)
+		st.responseStarted(code, served, fromProxy)
 	}
 	m := &extprocv3.HeaderMutation{RemoveHeaders: []string{upstreamHostHeader}}
 	if st.s.cfg.Routing.DebugHeaders && st.dec.Instance != "" {
@@ -514,10 +522,10 @@ func (st *stream) onResponseHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadat
 
 // responseStarted handles the upstream's status: health attribution, and
 // the scheduler's view of the request.
-func (st *stream) responseStarted(code int, served string) {
+func (st *stream) responseStarted(code int, served string, fromProxy bool) {
 	p := st.pool
 	st.s.m.firstByte.WithLabelValues(p.name).Observe(time.Since(st.dispatched).Seconds())
-	served = st.servedBy(served)
+	served = st.servedBy(served, fromProxy)
 	st.traceResponse(code, served)
 	if served != st.dec.Instance {
 		// Envoy retried on the fallback: the primary was unreachable. The
@@ -550,19 +558,25 @@ func (st *stream) responseStarted(code int, served string) {
 	}
 }
 
-// servedBy returns the instance that served the request, given the
-// upstreamHostHeader Envoy reported. The header is believed only when it
-// names the decision's instance or fallback or a member of the pool; an
-// address the router does not know is ignored (and counted), as if Envoy
-// had not reported one: the decision's instance served.
-func (st *stream) servedBy(host string) string {
+// servedBy returns the instance that served the request, given the host
+// Envoy reported: in the served-endpoint metadata (fromProxy), or in the
+// upstreamHostHeader its route writes over whatever the upstream sent. The
+// metadata is believed when it names the decision's instance or fallback
+// or a member of the pool (a gateway's own balancing may have picked
+// another); the header only when it names the decision's instance or
+// fallback, the only hosts Envoy's override_host policy tries, so that a
+// model server that sets it itself (where no route overwrites it) cannot
+// charge its failures, or credit its cache, to another instance. Anything
+// else is ignored (and counted), as if nothing had been reported: the
+// decision's instance served.
+func (st *stream) servedBy(host string, fromProxy bool) string {
 	switch host {
 	case "", st.dec.Instance:
 		return st.dec.Instance
 	case st.dec.Fallback:
 		return host
 	}
-	if st.pool.member(host) {
+	if fromProxy && st.pool.member(host) {
 		return host
 	}
 	st.s.m.hostIgnored.WithLabelValues(st.pool.name).Inc()

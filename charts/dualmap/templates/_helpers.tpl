@@ -58,6 +58,11 @@ app.kubernetes.io/component: router
 {{- if or .Values.redis.password .Values.redis.existingSecret }}true{{ end }}
 {{- end }}
 
+{{/* The Secret with the admin token: yours, or the chart's generated one; "" for none. */}}
+{{- define "dualmap.adminTokenSecret" -}}
+{{- if .Values.adminToken.existingSecret }}{{ .Values.adminToken.existingSecret }}{{ else if .Values.adminToken.generate }}{{ printf "%s-admin-token" (include "dualmap.fullname" .) }}{{ end }}
+{{- end }}
+
 {{/* The Secret with the ext_proc certificate: yours, or the chart's from PEM values. */}}
 {{- define "dualmap.tlsSecret" -}}
 {{- if .Values.tls.existingSecret }}{{ .Values.tls.existingSecret }}{{ else if .Values.tls.cert }}{{ printf "%s-tls" (include "dualmap.fullname" .) }}{{ end }}
@@ -103,7 +108,7 @@ The dualmap config file: what the chart derives from the values, with
 {{- $_ := set $tls "client_ca_file" (printf "%s/ca.crt" $paths.tls) }}
 {{- end }}
 {{- $_ := set $c "grpc" (dict "tls" $tls "health" (dict "enabled" true "listen" (printf ":%v" .Values.ports.health))) }}
-{{- if .Values.adminToken.existingSecret }}
+{{- if include "dualmap.adminTokenSecret" . }}
 {{- $_ := set $c "admin" (dict "token_file" (printf "%s/token" $paths.admin)) }}
 {{- end }}
 {{- if eq .Values.mode "inferencePool" }}

@@ -15,9 +15,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/dualmap/dualmap/internal/config"
 	"github.com/dualmap/dualmap/internal/state"
@@ -213,5 +215,66 @@ pools: [{instances: [{address: `+e+`}]}]
 	defer cancel()
 	if _, err := healthClient(t, addrs.grpc).Check(ctx, &healthpb.HealthCheckRequest{Service: "liveness"}); err == nil {
 		t.Error("a plaintext client was served by the TLS listener")
+	}
+}
+
+// Health Watch streams are capped (grpc.health.max_watch_streams) across
+// the health port and the ext_proc listener: one more is refused with
+// RESOURCE_EXHAUSTED, and a closed one frees its place. Check stays open.
+func TestGRPCHealthWatchCap(t *testing.T) {
+	var up atomic.Bool
+	up.Store(true)
+	e := flakyEngine(t, &up)
+	cfg, err := config.Parse([]byte(`
+listen: {grpc: "127.0.0.1:0", admin: "127.0.0.1:0"}
+grpc: {health: {enabled: true, listen: "127.0.0.1:0", max_watch_streams: 3}}
+pools: [{instances: [{address: `+e+`}]}]
+health: {interval: 50ms}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := startServe(t, cfg)
+	port, ext := healthClient(t, addrs.health), healthClient(t, addrs.grpc)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watch := func(hc healthpb.HealthClient) (context.CancelFunc, error) {
+		wctx, wcancel := context.WithCancel(ctx)
+		w, err := hc.Watch(wctx, &healthpb.HealthCheckRequest{Service: "liveness"})
+		if err == nil {
+			_, err = w.Recv()
+		}
+		return wcancel, err
+	}
+	var open []context.CancelFunc
+	for i, hc := range []healthpb.HealthClient{port, port, ext} {
+		c, err := watch(hc)
+		if err != nil {
+			t.Fatalf("Watch %d under the cap: %v", i, err)
+		}
+		open = append(open, c)
+	}
+	for _, hc := range []healthpb.HealthClient{port, ext} {
+		if c, err := watch(hc); status.Code(err) != codes.ResourceExhausted {
+			t.Errorf("Watch over the cap: %v, want RESOURCE_EXHAUSTED", err)
+		} else {
+			c()
+		}
+	}
+	if got := statusOf(t, port, "liveness"); got != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("Check with the Watch cap reached = %v, want SERVING", got)
+	}
+	open[0]()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := watch(port)
+		if err == nil {
+			c()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Watch after one closed: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

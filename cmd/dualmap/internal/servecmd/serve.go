@@ -230,13 +230,14 @@ func serve(ctx context.Context, cfg config.Config, path string, grace time.Durat
 	// One health service, on the ext_proc listener and on the health port.
 	rep := epphealth.New(srv.Readiness, 0, log)
 	rep.Follow(epphealth.State, srv.StateSynced, epphealth.State)
+	hs := rep.Limited(cfg.GRPC.Health.MaxWatchStreams)
 	g := grpc.NewServer(grpcOptions(cfg, tc)...)
 	srv.Register(g)
-	healthpb.RegisterHealthServer(g, rep.Server())
+	healthpb.RegisterHealthServer(g, hs)
 	var hg *grpc.Server
 	if hl != nil {
 		hg = grpc.NewServer(healthOptions()...)
-		healthpb.RegisterHealthServer(hg, rep.Server())
+		healthpb.RegisterHealthServer(hg, hs)
 	}
 	admin := newAdminServer(requireToken(token, srv.AdminHandler(reg)))
 
