@@ -47,6 +47,9 @@ type replica struct {
 	coord  *coord.Coordinator
 	cancel context.CancelFunc
 	done   chan error
+	// leaseTimeouts counts this replica's TryLease calls of a test's
+	// lease race that Redis left unanswered (each one error in Stats).
+	leaseTimeouts atomic.Uint64
 }
 
 // quietLogger discards the stores' logs (the tests kill Redis on

@@ -2,7 +2,9 @@ package state
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"testing"
 	"time"
@@ -134,29 +136,49 @@ func checkAgreement(t *testing.T, rs []*replica, seed uint64) {
 	})
 
 	t.Run("migration lease", func(t *testing.T) {
-		inst := testPool(8)[seed%8].ID
 		const ttl = 10 * time.Second // longer than the test: nobody may take it over
-		wins := make(chan string, n)
-		for _, r := range rs {
-			go func() {
-				ok, err := r.store.TryLease(context.Background(), inst, ttl)
-				if err != nil {
-					t.Errorf("%s: TryLease(%s) error = %v", r.name, inst, err)
-				}
-				if ok {
-					wins <- r.name
-				} else {
-					wins <- ""
-				}
-			}()
+		// The race is judged only when all n calls were answered: a call
+		// Redis did not answer within LeaseTimeout (a loaded machine) may
+		// or may not hold the lease, so the race is run again on another
+		// instance, up to 5 times, and the unanswered calls are not counted
+		// as Redis errors by checkNoOutage.
+		type result struct {
+			r   *replica
+			won bool
+			err error
 		}
-		var holder string
-		for range rs {
-			if w := <-wins; w != "" {
-				if holder != "" {
-					t.Fatalf("TryLease(%s) from %d replicas at once: %s and %s both won, want exactly one", inst, n, holder, w)
+		var inst, holder string
+		for attempt := 0; ; attempt++ {
+			if attempt == 5 {
+				t.Fatalf("TryLease from %d replicas at once: some call unanswered in each of 5 attempts", n)
+			}
+			inst = testPool(8)[(seed+uint64(attempt))%8].ID
+			res := make(chan result, n)
+			for _, r := range rs {
+				go func() {
+					ok, err := r.store.TryLease(context.Background(), inst, ttl)
+					res <- result{r, ok, err}
+				}()
+			}
+			holder = ""
+			unanswered := false
+			for range rs {
+				x := <-res
+				switch {
+				case errors.Is(x.err, ErrUnavailable) && timedOut(x.err):
+					unanswered = true
+					x.r.leaseTimeouts.Add(1)
+					t.Logf("%s: TryLease(%s) unanswered within %v: %v", x.r.name, inst, LeaseTimeout, x.err)
+				case x.err != nil:
+					t.Errorf("%s: TryLease(%s) error = %v", x.r.name, inst, x.err)
+				case x.won && holder != "":
+					t.Fatalf("TryLease(%s) from %d replicas at once: %s and %s both won, want exactly one", inst, n, holder, x.r.name)
+				case x.won:
+					holder = x.r.name
 				}
-				holder = w
+			}
+			if !unanswered {
+				break
 			}
 		}
 		if holder == "" {
@@ -171,6 +193,13 @@ func checkAgreement(t *testing.T, rs []*replica, seed uint64) {
 	})
 }
 
+// timedOut reports whether err is a deadline passing (the call's context,
+// or a connection's read or write deadline set from it).
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
 // checkNoOutage asserts that every replica's store is up and never saw an
 // outage or a Redis error.
 func checkNoOutage(t *testing.T, rs []*replica) {
@@ -178,8 +207,10 @@ func checkNoOutage(t *testing.T, rs []*replica) {
 	for _, r := range rs {
 		st := r.store.Stats()
 		t.Logf("%s: %+v %+v", r.name, st, r.coord.Stats())
-		if !st.Up || st.Outages != 0 || st.Errors != 0 {
-			t.Errorf("%s: Stats() Up=%v Outages=%d Errors=%d, want up with no outage or error", r.name, st.Up, st.Outages, st.Errors)
+		// A lease call left unanswered on a loaded machine (see
+		// checkAgreement's migration lease) is the one error allowed.
+		if lt := r.leaseTimeouts.Load(); !st.Up || st.Outages != 0 || st.Errors != lt {
+			t.Errorf("%s: Stats() Up=%v Outages=%d Errors=%d, want up with no outage or error (but %d unanswered lease calls)", r.name, st.Up, st.Outages, st.Errors, lt)
 		}
 	}
 }
