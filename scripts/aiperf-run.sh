@@ -20,6 +20,8 @@
 #   DUALMAP_AIPERF_BLOCK_SIZE  tokens per hash id of a trace (512, Mooncake's)
 #   DUALMAP_AIPERF_TIMEOUT     per-request timeout in seconds (120, as `dualmap replay`)
 #   DUALMAP_AIPERF_CONCURRENCY cap on requests in flight (unset: none; AIPerf's own)
+#   DUALMAP_AIPERF_WORKERS     AIPerf worker processes (4; AIPerf's own default on 2 cores
+#                              is 1, whose event loop then lags and inflates TTFT at 20 req/s)
 #   DUALMAP_AIPERF_ARGS        more `aiperf profile` arguments, split on spaces
 #
 # Prompts are made with Llama 3's tokenizer, offline (HF_HUB_OFFLINE=1; see
@@ -53,6 +55,7 @@ HF_HOME="$VENV/hf" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_TELEME
 	--tokenizer dualmap/llama-3-8b-instruct-tokenizer \
 	--url "$URL" --endpoint-type chat --streaming --use-server-token-count \
 	--request-timeout-seconds "${DUALMAP_AIPERF_TIMEOUT:-120}" \
+	--workers-max "${DUALMAP_AIPERF_WORKERS:-4}" \
 	"${workload_args[@]}" "${extra[@]}" \
 	--artifact-dir "$OUT/artifacts" --ui-type none --no-server-metrics --no-gpu-telemetry \
 	>"$OUT/aiperf.log" 2>&1 || rc=$?
