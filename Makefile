@@ -4,7 +4,7 @@ BIN     := bin/dualmap
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build build-tokenizers test unit chart image image-oci image-test bench bench-e2e bench-peer soak lint run demo e2e e2e-gateways envoy-gateway clean jaeger llama bench-real
+.PHONY: all build build-tokenizers test unit scripts-test chart image image-oci image-test bench bench-e2e bench-peer soak lint run demo e2e e2e-gateways envoy-gateway clean jaeger llama bench-real
 
 all: build
 
@@ -23,10 +23,15 @@ build-tokenizers: libtokenizers
 # (every fuzz target's seed corpus runs there), a build without cgo, then
 # the packages that use real tokenizers again with them, the Helm chart and
 # the container image, then the e2e suite.
-test: lint unit nocgo test-tokenizers chart image-test e2e
+test: lint unit scripts-test nocgo test-tokenizers chart image-test e2e
 
 unit:
 	$(GO) test -race -count=1 ./...
+
+# scripts-test: the Python helpers' own tests (standard library only; the
+# AIPerf venv of scripts/aiperf.sh is not needed).
+scripts-test:
+	cd scripts && PYTHONDONTWRITEBYTECODE=1 python3 -m unittest -q test_aiperf_run
 
 # chart: helm lint and helm template of charts/dualmap with the Helm Go
 # library for every value set in charts/test/testdata/values, golden files,

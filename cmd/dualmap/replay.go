@@ -29,9 +29,19 @@ x-engine-name response header. Prompts are synthesised text in which equal
 trace block ids give equal text (4 bytes per token), so the server sees the
 trace's prefix structure. Ctrl-C stops the replay and reports what was sent.
 
-Example:
+With --write-trace FILE it sends nothing: it writes the requests it would
+send (after --requests, --qps, --scale-tokens and --max-output) to FILE as a
+Mooncake trace of --write-block-size-token blocks (512, the Mooncake traces'),
+for another benchmark client to replay (scripts/aiperf-run.sh); --url is then
+not needed. Reuse finer than one new block is lost: with --scale-tokens 0.25
+the replayed prompts' blocks are 128 tokens long, and --write-block-size 128
+keeps all of it.
+
+Examples:
   dualmap replay --trace ../shared/traces/conversation_trace.jsonl --url http://127.0.0.1:8080 \
       --requests 500 --qps 5 --scale-tokens 0.1 --json replay.json
+  dualmap replay --trace ../shared/traces/conversation_trace.jsonl --requests 600 \
+      --scale-tokens 0.25 --max-output 64 --write-trace conversation-600.jsonl
 `
 
 func runReplay(args []string, stdout, stderr io.Writer) error {
@@ -56,6 +66,8 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 		timeout     = fs.Duration("timeout", replay.DefaultTimeout, "per-request timeout")
 		ignoreEOS   = fs.Bool("ignore-eos", false, `send "ignore_eos": true (vLLM, SGLang) so that servers generate max_tokens tokens`)
 		jsonPath    = fs.String("json", "", `write {"summary":..., "results":[...]} to this file`)
+		writeTrace  = fs.String("write-trace", "", "send nothing: write the requests that would be sent to this file as a Mooncake trace")
+		writeBlock  = fs.Int("write-block-size", trace.DefaultBlockSize, "--write-trace: tokens per block of the trace written")
 		quiet       = fs.Bool("quiet", false, "no progress bar")
 	)
 	if help, err := cli.ParseFlags(fs, args); help || err != nil {
@@ -64,8 +76,10 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case *tracePath == "":
 		return fmt.Errorf("%w: --trace FILE is required", cli.ErrUsage)
-	case *url == "":
-		return fmt.Errorf("%w: --url URL is required", cli.ErrUsage)
+	case *url == "" && *writeTrace == "":
+		return fmt.Errorf("%w: --url URL (or --write-trace FILE) is required", cli.ErrUsage)
+	case *url != "" && *writeTrace != "":
+		return fmt.Errorf("%w: --write-trace sends nothing; drop --url", cli.ErrUsage)
 	case *requests < 0:
 		return fmt.Errorf("%w: --requests must be >= 0", cli.ErrUsage)
 	case *blockSize < 1:
@@ -83,6 +97,9 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 		URL: *url, Endpoint: *endpoint, Model: *model, QPS: *qps, Requests: *requests,
 		Concurrency: *concurrency, Stream: *stream, MaxOutput: *maxOutput, ScaleTokens: *scaleTokens,
 		Seed: *seed, Timeout: *timeout, Headers: headers, IgnoreEOS: *ignoreEOS,
+	}
+	if *writeTrace != "" {
+		return writeWorkload(*writeTrace, *writeBlock, tr, opt, stderr, *quiet)
 	}
 	if !*quiet {
 		opt.Progress = stderr
@@ -120,6 +137,28 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 		return errors.New("no request was sent")
 	case sum.OK == 0:
 		return fmt.Errorf("all %d requests failed", sum.Requests)
+	}
+	return nil
+}
+
+// writeWorkload writes what a replay of tr with opt would send to path as
+// a Mooncake trace (replay.Workload).
+func writeWorkload(path string, blockSize int, tr *trace.Trace, opt replay.Options, stderr io.Writer, quiet bool) error {
+	if blockSize < 1 {
+		return fmt.Errorf("%w: --write-block-size must be >= 1", cli.ErrUsage)
+	}
+	w, err := replay.Workload(tr, opt, blockSize)
+	if errors.Is(err, replay.ErrInvalidOptions) {
+		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	}
+	if err != nil {
+		return err
+	}
+	if err := writeTraceFile(path, w); err != nil {
+		return fmt.Errorf("--write-trace: %w", err)
+	}
+	if !quiet {
+		fmt.Fprintf(stderr, "wrote %d requests to %s: %v\n", len(w.Requests), path, w.Stats())
 	}
 	return nil
 }

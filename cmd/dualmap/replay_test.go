@@ -91,7 +91,7 @@ func TestReplayCommandErrors(t *testing.T) {
 		want     string
 	}{
 		{"no trace", []string{"replay", "--url", "http://x"}, 2, "--trace FILE is required"},
-		{"no url", []string{"replay", "--trace", tracePath}, 2, "--url URL is required"},
+		{"no url", []string{"replay", "--trace", tracePath}, 2, "--url URL (or --write-trace FILE) is required"},
 		{"bad endpoint", []string{"replay", "--trace", tracePath, "--url", "http://x", "--endpoint", "embeddings"}, 2, "Endpoint"},
 		{"bad url", []string{"replay", "--trace", tracePath, "--url", "x:y"}, 2, "URL"},
 		{"bad header", []string{"replay", "--trace", tracePath, "--url", "http://x", "--header", "nokey"}, 2, "not key=value"},
@@ -106,5 +106,41 @@ func TestReplayCommandErrors(t *testing.T) {
 				t.Errorf("run(%q) = %d, stderr %q, want %d and %q", tt.args, code, stderr.String(), tt.wantCode, tt.want)
 			}
 		})
+	}
+}
+
+// TestReplayWriteTrace: --write-trace sends nothing and writes the scaled
+// requests as a Mooncake trace that reads back in 512-token blocks.
+func TestReplayWriteTrace(t *testing.T) {
+	tracePath := writeReplayTrace(t)
+	out := filepath.Join(t.TempDir(), "w.jsonl")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"replay", "--trace", tracePath, "--requests", "2", "--scale-tokens", "2", "--max-output", "15",
+		"--write-trace", out, "--quiet"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("dualmap replay --write-trace exited %d: %s", code, stderr.String())
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 600 and 700 tokens doubled, in 512-token blocks; old block 0 (1,024
+	// tokens after scaling) is shared: two new blocks; the output is 10
+	// doubled, capped at 15.
+	want := `{"timestamp": 0, "input_length": 1200, "output_length": 15, "hash_ids": [0, 1, 2]}
+{"timestamp": 10, "input_length": 1400, "output_length": 15, "hash_ids": [0, 1, 3]}
+`
+	if string(got) != want {
+		t.Errorf("--write-trace wrote\n%s\nwant\n%s", got, want)
+	}
+	for _, args := range [][]string{
+		{"replay", "--trace", tracePath, "--url", "http://127.0.0.1:1", "--write-trace", out},
+		{"replay", "--trace", tracePath, "--write-trace", out, "--write-block-size", "0"},
+		{"replay", "--trace", tracePath},
+	} {
+		stderr.Reset()
+		if code := run(args, &stdout, &stderr); code != 2 {
+			t.Errorf("dualmap %v exited %d, want 2 (usage): %s", args, code, stderr.String())
+		}
 	}
 }
