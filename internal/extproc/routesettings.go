@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/dualmap/dualmap/internal/config"
+	"github.com/dualmap/dualmap/internal/hashing"
 )
 
 // Route settings: what Envoy says about the route of one ext_proc stream,
@@ -349,23 +350,23 @@ func newRouteMetrics(reg prometheus.Registerer) *routeMetrics {
 }
 
 // readRouteSettings reads the stream's settings from its gRPC metadata and
-// the request headers message's forwarded metadata into st.rs.
-func (st *stream) readRouteSettings(meta *corev3.Metadata) error {
+// the request headers message's forwarded metadata.
+func (st *stream) readRouteSettings(meta *corev3.Metadata) (routeSettings, error) {
 	md, _ := metadata.FromIncomingContext(st.ctx)
 	var buf [8]setting
 	s := st.s
 	in, err := collectSettings(md, meta, buf[:0])
 	if err != nil {
 		s.misconfigured(err)
-		return err
+		return routeSettings{}, err
 	}
 	if len(in) == 0 {
-		return nil
+		return routeSettings{}, nil
 	}
 	rs, unknown, err := parseSettings(in, func(name string) bool { return s.poolNamed(name) != nil }, s.cfg.SLOFor)
 	if err != nil {
 		s.misconfigured(err)
-		return err
+		return routeSettings{}, err
 	}
 	for _, u := range unknown {
 		s.rm.unknown.WithLabelValues(u.source).Inc()
@@ -373,8 +374,7 @@ func (st *stream) readRouteSettings(meta *corev3.Metadata) error {
 			s.log.Warn("unknown route setting from envoy; ignored", "route", rs.route, "source", u.source, "key", boundKey(u.key))
 		}
 	}
-	st.rs = rs
-	return nil
+	return rs, nil
 }
 
 // misconfigured logs a route setting the router cannot use, once per
@@ -386,8 +386,11 @@ func (s *Server) misconfigured(err error) {
 	}
 }
 
-// poolNamed returns the pool called name, or nil.
+// poolNamed returns the pool called name, or nil ("" names none).
 func (s *Server) poolNamed(name string) *pool {
+	if name == "" {
+		return nil
+	}
 	for _, p := range s.pools {
 		if p.name == name {
 			return p
@@ -396,71 +399,85 @@ func (s *Server) poolNamed(name string) *pool {
 	return nil
 }
 
-// routePool is the pool the route names, or nil.
-func (st *stream) routePool() *pool {
-	if st.rs.pool == "" {
-		return nil
+// sessionHeaderOr is the route's session-affinity header, else def ("" off).
+func (rs *routeSettings) sessionHeaderOr(def string) string {
+	if rs.sessionHeader != "" {
+		return rs.sessionHeader
 	}
-	return st.s.poolNamed(st.rs.pool)
+	return def
 }
 
-// sessionHeader is the stream's session-affinity header ("" off).
-func (st *stream) sessionHeader() string {
-	if st.rs.sessionHeader != "" {
-		return st.rs.sessionHeader
-	}
-	return st.s.cfg.Routing.SessionHeader
+// controls are one request's routing controls, decided once, in the
+// headers phase, from the route settings and the client's headers; the
+// body phase and the response only read them.
+type controls struct {
+	rs       routeSettings
+	pool     *pool         // the pool the route names, or nil: by the body's model
+	subset   []string      // the gateway's subset hint (gateway.go), or nil
+	slo      time.Duration // the request's TTFT objective (never 0 for an inference request)
+	priority int
+	session  uint64 // the session key (hashing.SessionKey), 0 without one
 }
 
-// requestControls resolves the request's SLO and priority from the route
-// and the client's headers, counting the headers the route did not let
-// through. The client's SLO is x-dualmap-slo, else x-llm-d-slo-ttft-ms
-// (whole milliseconds); its priority the routing.priority_header value,
-// else the priority configured for the inference objective it names
-// (x-llm-d-inference-objective). Both are held to what the route allows.
-func (st *stream) requestControls() (time.Duration, error) {
-	cfg := &st.s.cfg
-	asked := st.sloHeader
-	if asked == "" && st.ttftHeader != "" {
-		d, err := config.TTFTMillis(st.ttftHeader)
+// askedControls are what the client's headers ask for, as sent.
+type askedControls struct {
+	slo, ttft, priority, objective, session string
+}
+
+// decideControls resolves the request's SLO, priority and session from
+// the route and the client's headers (asked), counting the headers the
+// route did not let through. The client's SLO is x-dualmap-slo, else
+// x-llm-d-slo-ttft-ms (whole milliseconds); its priority the
+// routing.priority_header value, else the priority configured for the
+// inference objective it names (x-llm-d-inference-objective). Both are
+// held to what the route allows. A header that cannot be read is the
+// client's error (400).
+func (s *Server) decideControls(c *controls, asked askedControls) error {
+	cfg := &s.cfg
+	slo := asked.slo
+	if slo == "" && asked.ttft != "" {
+		d, err := config.TTFTMillis(asked.ttft)
 		if err != nil {
-			return 0, fmt.Errorf("%w: %v", errBadSLO, err)
+			return fmt.Errorf("%w: %v", errBadSLO, err)
 		}
-		asked = d.String()
+		slo = d.String()
 	}
-	slo, ignored, err := st.rs.sloFor(cfg, asked)
+	d, ignored, err := c.rs.sloFor(cfg, slo)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if ignored {
-		st.s.rm.ignored.WithLabelValues("slo").Inc()
+		s.rm.ignored.WithLabelValues("slo").Inc()
 	}
-	prio, ignored, err := st.rs.priorityFor(cfg, st.priorityHeader)
+	prio, ignored, err := c.rs.priorityFor(cfg, asked.priority)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	if st.priorityHeader == "" && st.objective != "" {
-		prio, ignored = st.rs.objectivePriority(cfg.PriorityOf(st.objective))
+	if asked.priority == "" && asked.objective != "" {
+		prio, ignored = c.rs.objectivePriority(cfg.PriorityOf(asked.objective))
 	}
 	if ignored {
-		st.s.rm.ignored.WithLabelValues("priority").Inc()
+		s.rm.ignored.WithLabelValues("priority").Inc()
 	}
-	st.slo, st.priority = slo, prio
-	return slo, nil
+	c.slo, c.priority = d, prio
+	if asked.session != "" {
+		c.session = hashing.SessionKey(asked.session)
+	}
+	return nil
 }
 
 // routeDebugHeaders are the debug response headers of the route's
 // settings as applied to this request.
 func (st *stream) routeDebugHeaders() []*corev3.HeaderValueOption {
 	h := []*corev3.HeaderValueOption{
-		header("x-dualmap-slo-ms", strconv.FormatInt(st.slo.Milliseconds(), 10)),
-		header("x-dualmap-priority", strconv.Itoa(st.priority)),
+		header("x-dualmap-slo-ms", strconv.FormatInt(st.ctl.slo.Milliseconds(), 10)),
+		header("x-dualmap-priority", strconv.Itoa(st.ctl.priority)),
 	}
 	if st.pool != nil {
 		h = append(h, header("x-dualmap-pool", st.pool.name))
 	}
-	if st.rs.route != "" {
-		h = append(h, header("x-dualmap-route", st.rs.route))
+	if st.ctl.rs.route != "" {
+		h = append(h, header("x-dualmap-route", st.ctl.rs.route))
 	}
 	return h
 }

@@ -160,7 +160,8 @@ func TestSLOHeaderAndSession(t *testing.T) {
 	ts := start(t, parseConfig(t, fourInstances), false)
 	c := ts.open(t)
 	defer c.close()
-	r := ts.post(t, c, "/v1/chat/completions", chat("m", "hi", false), "x-dualmap-slo", "soon")
+	// Refused in the headers phase (controls_test.go), before the body.
+	r := c.headers(t, false, ":method", "POST", ":path", "/v1/chat/completions", "content-type", "application/json", "x-dualmap-slo", "soon")
 	if im := r.GetImmediateResponse(); im == nil || im.Status.Code != 400 {
 		t.Fatalf("bad SLO header: %v, want 400", r)
 	}

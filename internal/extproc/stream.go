@@ -13,7 +13,6 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/dualmap/dualmap/internal/config"
-	"github.com/dualmap/dualmap/internal/hashing"
 	"github.com/dualmap/dualmap/internal/openai"
 	"github.com/dualmap/dualmap/internal/tokenize"
 	"github.com/dualmap/dualmap/scheduler"
@@ -54,19 +53,11 @@ type stream struct {
 	ctx   context.Context
 	phase phase
 
+	// The request's head, read in the headers phase: what the body's parser
+	// needs, and the request's controls, decided there.
 	method, path, contentType string
-	sloHeader, session        string
-	ttftHeader                string      // x-llm-d-slo-ttft-ms
-	objective                 string      // x-llm-d-inference-objective (or the older name)
-	subset                    []string    // the gateway's subset hint (gateway.go)
 	kind                      openai.Kind // of method and path
-
-	// Route settings (routesettings.go): from Envoy, and the request's
-	// controls they resolve.
-	rs             routeSettings
-	priorityHeader string
-	slo            time.Duration // resolved by requestControls
-	priority       int           // resolved by requestControls
+	ctl                       controls
 	// The request body: size bytes so far, of which body holds those of an
 	// inference request (the others are not read) until it is routed; held
 	// of them are reserved in the server's bounds.
@@ -145,16 +136,17 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata
 	if st.phase != phaseRequestHeaders {
 		return nil, st.refuse(msgRequestHeaders)
 	}
-	if err := st.readRouteSettings(md); err != nil {
+	rs, err := st.readRouteSettings(md)
+	if err != nil {
 		return st.fail(err), nil
 	}
 	subset, err := subsetHint(md)
 	if err != nil {
 		return st.fail(err), nil
 	}
-	st.subset = subset
 	cfg := &st.s.cfg.Routing
-	sessionHeader := st.sessionHeader()
+	sessionHeader := rs.sessionHeaderOr(cfg.SessionHeader)
+	var asked askedControls
 	for _, kv := range h.GetHeaders().GetHeaders() {
 		switch strings.ToLower(kv.GetKey()) {
 		case ":method":
@@ -168,21 +160,30 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata
 		case "content-type":
 			st.contentType = headerValue(kv)
 		case cfg.SLOHeader:
-			st.sloHeader = headerValue(kv)
+			asked.slo = headerValue(kv)
 		case ttftHeader:
-			st.ttftHeader = headerValue(kv)
+			asked.ttft = headerValue(kv)
 		case objectiveHeader, legacyObjectiveHeader:
-			st.objective = headerValue(kv)
+			asked.objective = headerValue(kv)
 		case sessionHeader:
 			if sessionHeader != "" {
-				st.session = headerValue(kv)
+				asked.session = headerValue(kv)
 			}
 		case cfg.PriorityHeader:
-			st.priorityHeader = headerValue(kv)
+			asked.priority = headerValue(kv)
 		}
 	}
 	st.kind = openai.Classify(st.method, st.path)
 	st.traceStart(h)
+	// The controls are decided here, once: a bad one is refused before
+	// any body chunk is kept. A request that carries no prompt has none
+	// but its route's pool and the subset.
+	st.ctl = controls{rs: rs, pool: st.s.poolNamed(rs.pool), subset: subset}
+	if st.kind != openai.KindOther {
+		if err := st.s.decideControls(&st.ctl, asked); err != nil {
+			return st.fail(err), nil
+		}
+	}
 	if h.GetEndOfStream() {
 		return st.routeAny(), nil
 	}
@@ -208,14 +209,14 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata
 // say little about serving inference, and the active health checks watch
 // the instance anyway.
 func (st *stream) routeAny() *extprocv3.ProcessingResponse {
-	p := st.routePool()
+	p := st.ctl.pool
 	if p == nil {
 		p = st.s.def
 	}
 	if p == nil {
 		p = st.s.pools[0]
 	}
-	id, err := p.flow.AnyReadyOf(st.s.seq.Add(1), st.subset)
+	id, err := p.flow.AnyReadyOf(st.s.seq.Add(1), st.ctl.subset)
 	if err != nil {
 		return st.fail(err)
 	}
@@ -381,7 +382,7 @@ func (st *stream) prepare() (*scheduler.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := st.routePool()
+	p := st.ctl.pool
 	if p == nil {
 		if p, err = st.s.poolFor(body.Model); err != nil {
 			return nil, err
@@ -390,10 +391,6 @@ func (st *stream) prepare() (*scheduler.Request, error) {
 	st.pool = p
 	st.streaming = body.Stream
 	st.traceModel(body.Model)
-	slo, err := st.requestControls()
-	if err != nil {
-		return nil, err
-	}
 	var prompt tokenize.Prompt
 	if len(body.Messages) > 0 {
 		msgs := make([]tokenize.Message, len(body.Messages))
@@ -407,11 +404,8 @@ func (st *stream) prepare() (*scheduler.Request, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errTokenize, err)
 	}
-	r := &scheduler.Request{Blocks: prompt.Blocks, Tokens: prompt.Tokens, SLO: slo, Only: st.subset, Priority: st.priority}
-	if st.session != "" {
-		r.Session = hashing.SessionKey(st.session)
-	}
-	return r, nil
+	c := &st.ctl
+	return &scheduler.Request{Blocks: prompt.Blocks, Tokens: prompt.Tokens, SLO: c.slo, Only: c.subset, Priority: c.priority, Session: c.session}, nil
 }
 
 // destination is the header value for a decision.
