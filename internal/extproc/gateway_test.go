@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/dualmap/dualmap/internal/config"
+	"github.com/dualmap/dualmap/internal/pool"
 	"github.com/dualmap/dualmap/scheduler"
 )
 
@@ -127,8 +128,8 @@ func TestSubsetHint(t *testing.T) {
 			}
 		})
 	}
-	ts.srv.setHealthy(ts.srv.pools[0], "10.0.0.2:8000", false)
-	ts.srv.setHealthy(ts.srv.pools[0], "10.0.0.4:8000", false)
+	ts.srv.pools.Pools()[0].SetHealthy("10.0.0.2:8000", false)
+	ts.srv.pools.Pools()[0].SetHealthy("10.0.0.4:8000", false)
 	for _, duplex := range []bool{false, true} {
 		for _, tt := range []struct {
 			name string
@@ -221,7 +222,7 @@ func instanceState(ts *testServer, id string) (out struct {
 	Healthy      bool
 	CachedBlocks int
 }) {
-	for _, st := range ts.srv.pools[0].sched.Instances() {
+	for _, st := range ts.srv.pools.Pools()[0].Instances() {
 		if st.ID == id {
 			out.Healthy, out.CachedBlocks = st.Healthy, st.CachedBlocks
 		}
@@ -322,9 +323,11 @@ objectives: {critical: 10, batch: -1}
 // SLO header is absent; a value that is not a whole number of milliseconds
 // in range is a 400 naming the header.
 func TestTTFTHeader(t *testing.T) {
-	ts := start(t, parseConfig(t, fourInstances), false)
-	capture := &captureFlow{flow: ts.srv.pools[0].flow}
-	ts.srv.pools[0].flow = capture
+	var capture *captureFlow
+	ts := startWith(t, parseConfig(t, fourInstances), false, Options{Wrap: func(s pool.Scheduler) pool.Scheduler {
+		capture = &captureFlow{Scheduler: s}
+		return capture
+	}})
 	for _, tt := range []struct {
 		value string
 		extra []string
@@ -352,7 +355,7 @@ func TestTTFTHeader(t *testing.T) {
 
 // captureFlow remembers the last request routed.
 type captureFlow struct {
-	flow
+	pool.Scheduler
 	mu  sync.Mutex
 	req *scheduler.Request
 }
@@ -361,7 +364,7 @@ func (c *captureFlow) EnqueueAndWait(ctx context.Context, r *scheduler.Request) 
 	c.mu.Lock()
 	c.req = r
 	c.mu.Unlock()
-	return c.flow.EnqueueAndWait(ctx, r)
+	return c.Scheduler.EnqueueAndWait(ctx, r)
 }
 
 func (c *captureFlow) last() scheduler.Request {

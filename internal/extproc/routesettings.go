@@ -17,6 +17,7 @@ import (
 
 	"github.com/dualmap/dualmap/internal/config"
 	"github.com/dualmap/dualmap/internal/hashing"
+	"github.com/dualmap/dualmap/internal/pool"
 )
 
 // Route settings: what Envoy says about the route of one ext_proc stream,
@@ -363,7 +364,7 @@ func (st *stream) readRouteSettings(meta *corev3.Metadata) (routeSettings, error
 	if len(in) == 0 {
 		return routeSettings{}, nil
 	}
-	rs, unknown, err := parseSettings(in, func(name string) bool { return s.poolNamed(name) != nil }, s.cfg.SLOFor)
+	rs, unknown, err := parseSettings(in, func(name string) bool { return s.pools.Named(name) != nil }, s.cfg.SLOFor)
 	if err != nil {
 		s.misconfigured(err)
 		return routeSettings{}, err
@@ -386,19 +387,6 @@ func (s *Server) misconfigured(err error) {
 	}
 }
 
-// poolNamed returns the pool called name, or nil ("" names none).
-func (s *Server) poolNamed(name string) *pool {
-	if name == "" {
-		return nil
-	}
-	for _, p := range s.pools {
-		if p.name == name {
-			return p
-		}
-	}
-	return nil
-}
-
 // sessionHeaderOr is the route's session-affinity header, else def ("" off).
 func (rs *routeSettings) sessionHeaderOr(def string) string {
 	if rs.sessionHeader != "" {
@@ -411,12 +399,12 @@ func (rs *routeSettings) sessionHeaderOr(def string) string {
 // headers phase, from the route settings and the client's headers; the
 // body phase and the response only read them.
 type controls struct {
-	rs       routeSettings
-	pool     *pool         // the pool the route names, or nil: by the body's model
-	subset   []string      // the gateway's subset hint (gateway.go), or nil
-	slo      time.Duration // the request's TTFT objective (never 0 for an inference request)
-	priority int
-	session  uint64 // the session key (hashing.SessionKey), 0 without one
+	rs   routeSettings
+	pool *pool.Pool // the pool the route names, or nil: by the body's model
+	// route: what the pool routes by: the SLO (never 0 for an inference
+	// request), priority, session key and the gateway's subset hint
+	// (gateway.go; nil: none).
+	route pool.Controls
 }
 
 // askedControls are what the client's headers ask for, as sent.
@@ -459,9 +447,9 @@ func (s *Server) decideControls(c *controls, asked askedControls) error {
 	if ignored {
 		s.rm.ignored.WithLabelValues("priority").Inc()
 	}
-	c.slo, c.priority = d, prio
+	c.route.SLO, c.route.Priority = d, prio
 	if asked.session != "" {
-		c.session = hashing.SessionKey(asked.session)
+		c.route.Session = hashing.SessionKey(asked.session)
 	}
 	return nil
 }
@@ -470,11 +458,11 @@ func (s *Server) decideControls(c *controls, asked askedControls) error {
 // settings as applied to this request.
 func (st *stream) routeDebugHeaders() []*corev3.HeaderValueOption {
 	h := []*corev3.HeaderValueOption{
-		header("x-dualmap-slo-ms", strconv.FormatInt(st.ctl.slo.Milliseconds(), 10)),
-		header("x-dualmap-priority", strconv.Itoa(st.ctl.priority)),
+		header("x-dualmap-slo-ms", strconv.FormatInt(st.ctl.route.SLO.Milliseconds(), 10)),
+		header("x-dualmap-priority", strconv.Itoa(st.ctl.route.Priority)),
 	}
 	if st.pool != nil {
-		h = append(h, header("x-dualmap-pool", st.pool.name))
+		h = append(h, header("x-dualmap-pool", st.pool.Name()))
 	}
 	if st.ctl.rs.route != "" {
 		h = append(h, header("x-dualmap-route", st.ctl.rs.route))

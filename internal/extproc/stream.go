@@ -2,7 +2,6 @@ package extproc
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -14,27 +13,13 @@ import (
 
 	"github.com/dualmap/dualmap/internal/config"
 	"github.com/dualmap/dualmap/internal/openai"
-	"github.com/dualmap/dualmap/internal/tokenize"
+	"github.com/dualmap/dualmap/internal/pool"
 	"github.com/dualmap/dualmap/scheduler"
 )
 
-// flow is what a stream needs from its pool's scheduler: route a request
-// (waiting in the router queue if need be), report its progress, and pin a
-// request that carries no prompt. Called concurrently by every stream;
-// EnqueueAndWait blocks until the request is dispatched, shed or ctx ends,
-// the others do not block. EnqueueAndWait withdraws the request on every
-// error path, so a stream only ever holds a dispatched request, and
-// Complete releases it.
-type flow interface {
-	EnqueueAndWait(ctx context.Context, r *scheduler.Request) (scheduler.Decision, error)
-	FirstToken(r *scheduler.Request)
-	Complete(r *scheduler.Request)
-	AnyReadyOf(n uint64, only []string) (string, error)
-}
-
-// owed is what a stream still owes its scheduler about the request it
-// routed: the progress reports that release the request's load. Every
-// state but owesNothing holds the request's load until Complete.
+// owed is what a stream still owes its pool about the request it routed:
+// the progress reports on its ticket. Every state but owesNothing holds
+// the request's load until the ticket is Done.
 type owed uint8
 
 const (
@@ -73,14 +58,14 @@ type stream struct {
 	responseBody   bool // announced: the response body is sent to the router
 	echo           echo // what is still owed after the last answer
 
-	pool       *pool              // set by prepare
-	streaming  bool               // set by prepare
-	req        *scheduler.Request // the routed request, from its dispatch
-	dec        scheduler.Decision // where it went
-	dispatched time.Time          // when it went
-	owes       owed
-	tr         *reqTrace // nil when tracing is off (trace.go)
-	usage      usageScan // the engine's reported prefix reuse (usage.go)
+	// The routing, from the body phase on.
+	pool      *pool.Pool   // the request's pool: the route's, or its model's
+	streaming bool         // the body asks for a streamed response
+	tk        *pool.Ticket // the dispatched request, or nil
+	owes      owed
+	tr        *reqTrace // nil when tracing is off (trace.go)
+	usage     usageScan // the engine's reported prefix reuse (usage.go)
+	decideAt  time.Time // when the tokenized request went to the scheduler
 }
 
 func newStream(s *Server, ctx context.Context) *stream {
@@ -178,7 +163,7 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata
 	// The controls are decided here, once: a bad one is refused before
 	// any body chunk is kept. A request that carries no prompt has none
 	// but its route's pool and the subset.
-	st.ctl = controls{rs: rs, pool: st.s.poolNamed(rs.pool), subset: subset}
+	st.ctl = controls{rs: rs, pool: st.s.pools.Named(rs.pool), route: pool.Controls{Only: subset}}
 	if st.kind != openai.KindOther {
 		if err := st.s.decideControls(&st.ctl, asked); err != nil {
 			return st.fail(err), nil
@@ -211,16 +196,13 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata
 func (st *stream) routeAny() *extprocv3.ProcessingResponse {
 	p := st.ctl.pool
 	if p == nil {
-		p = st.s.def
+		p = st.s.pools.Default()
 	}
-	if p == nil {
-		p = st.s.pools[0]
-	}
-	id, err := p.flow.AnyReadyOf(st.s.seq.Add(1), st.ctl.subset)
+	id, err := p.Pin(st.ctl.route.Only)
 	if err != nil {
 		return st.fail(err)
 	}
-	st.s.m.decisions.WithLabelValues(p.name, p.policy, "any").Inc()
+	st.s.m.decisions.WithLabelValues(p.Name(), p.Policy(), "any").Inc()
 	return st.forward(scheduler.Decision{Instance: id})
 }
 
@@ -315,27 +297,34 @@ func (st *stream) bodyEnded(eos bool) *extprocv3.ProcessingResponse {
 	return resp
 }
 
-// route parses and tokenizes the body and routes the request, waiting in
-// the router queue if need be; it answers with the pin, or with the error.
-// A nil answer means the stream is gone.
+// route parses the body and routes the request through its pool, waiting
+// in the router queue if need be; it answers with the pin, or with the
+// error. A nil answer means the stream is gone.
 func (st *stream) route() *extprocv3.ProcessingResponse {
 	start := time.Now()
-	r, err := st.prepare()
-	if !st.duplex {
-		st.dropBody() // what routing needs of it is in r
+	body, err := openai.Parse(st.method, st.path, st.contentType, st.body, openai.Limits{MaxBodyBytes: st.s.cfg.Limits.MaxBodyBytes})
+	if err == nil {
+		st.pool = st.ctl.pool
+		if st.pool == nil {
+			st.pool, err = st.s.pools.ForModel(body.Model)
+		}
 	}
-	st.s.m.tokenize.Observe(time.Since(start).Seconds())
-	st.traceTokenized(start, r, err)
 	if err != nil {
+		st.tokenized(start, nil, err)
+		return st.fail(err)
+	}
+	st.streaming = body.Stream
+	st.traceModel(body.Model)
+	obs := observer{st: st, start: start}
+	tk, err := st.pool.Route(st.ctx, body, st.ctl.route, &obs)
+	if err != nil && obs.tokenizeErr {
 		return st.fail(err)
 	}
 	p := st.pool
-	start = time.Now()
-	dec, err := p.flow.EnqueueAndWait(st.ctx, r)
-	st.traceDecided(start, r, dec, err)
 	if err != nil {
-		st.s.m.observeShed(p.name, err)
-		// The scheduler holds nothing of a request it shed or that was
+		st.traceDecided(nil, scheduler.Decision{}, err)
+		st.s.m.observeShed(p.Name(), err)
+		// The pool holds nothing of a request it shed or that was
 		// cancelled while waiting.
 		if st.ctx.Err() != nil {
 			st.phase = phaseFailed
@@ -343,17 +332,43 @@ func (st *stream) route() *extprocv3.ProcessingResponse {
 		}
 		return st.fail(err)
 	}
-	st.req, st.dec, st.dispatched, st.owes = r, dec, time.Now(), owesResponse
+	st.tk, st.owes = tk, owesResponse
+	dec, r := tk.Decision(), tk.Request()
+	st.traceDecided(r, dec, nil)
 	if dec.Waited > 0 {
-		st.s.m.queueWait.WithLabelValues(p.name).Observe(dec.Waited.Seconds())
+		st.s.m.queueWait.WithLabelValues(p.Name()).Observe(dec.Waited.Seconds())
 	}
-	st.s.m.decide.Observe((time.Since(start) - dec.Waited).Seconds())
-	p.store.Dispatched(dec.Instance, r.Blocks) // for the other replicas' cache index
-	st.s.m.decisions.WithLabelValues(p.name, p.policy, dec.Reason.String()).Inc()
-	st.s.m.promptTok.WithLabelValues(p.name).Add(float64(r.Tokens))
-	st.s.m.cachedTok.WithLabelValues(p.name).Add(float64(dec.CachedTokens))
+	st.s.m.decide.Observe((time.Since(st.decideAt) - dec.Waited).Seconds())
+	st.s.m.decisions.WithLabelValues(p.Name(), p.Policy(), dec.Reason.String()).Inc()
+	st.s.m.promptTok.WithLabelValues(p.Name()).Add(float64(r.Tokens))
+	st.s.m.cachedTok.WithLabelValues(p.Name()).Add(float64(dec.CachedTokens))
 	st.observeDecision()
 	return st.forward(dec)
+}
+
+// observer is the stream's pool.Observer for one Route call.
+type observer struct {
+	st          *stream
+	start       time.Time // the body's parse began
+	tokenizeErr bool      // Route failed in tokenization
+}
+
+// Tokenized implements pool.Observer.
+func (o *observer) Tokenized(r *scheduler.Request, err error) {
+	o.tokenizeErr = err != nil
+	o.st.tokenized(o.start, r, err)
+}
+
+// tokenized ends the parse and tokenize step that began at start: the
+// body is let go (what routing needs of it is in r; in full duplex it is
+// held until echoed), and the step is measured and traced.
+func (st *stream) tokenized(start time.Time, r *scheduler.Request, err error) {
+	if !st.duplex {
+		st.dropBody()
+	}
+	st.s.m.tokenize.Observe(time.Since(start).Seconds())
+	st.traceTokenized(start, r, err)
+	st.decideAt = time.Now()
 }
 
 // onRequestTrailers ends a request whose body had no end-of-stream message
@@ -373,39 +388,6 @@ func (st *stream) onRequestTrailers() (*extprocv3.ProcessingResponse, error) {
 	st.dropBody()
 	st.s.log.Debug("request trailers ended the body unrouted; forwarded without a pin", "path", st.path)
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}}}, nil
-}
-
-// prepare parses the body and tokenizes the prompt into a scheduler request.
-func (st *stream) prepare() (*scheduler.Request, error) {
-	cfg := st.s.cfg
-	body, err := openai.Parse(st.method, st.path, st.contentType, st.body, openai.Limits{MaxBodyBytes: cfg.Limits.MaxBodyBytes})
-	if err != nil {
-		return nil, err
-	}
-	p := st.ctl.pool
-	if p == nil {
-		if p, err = st.s.poolFor(body.Model); err != nil {
-			return nil, err
-		}
-	}
-	st.pool = p
-	st.streaming = body.Stream
-	st.traceModel(body.Model)
-	var prompt tokenize.Prompt
-	if len(body.Messages) > 0 {
-		msgs := make([]tokenize.Message, len(body.Messages))
-		for i, m := range body.Messages {
-			msgs[i] = tokenize.Message{Role: m.Role, Content: m.Content}
-		}
-		err = p.prompter.Messages(msgs, &prompt)
-	} else if len(body.Prompts) > 0 {
-		err = p.prompter.Text(body.Prompts[0], &prompt)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errTokenize, err)
-	}
-	c := &st.ctl
-	return &scheduler.Request{Blocks: prompt.Blocks, Tokens: prompt.Tokens, SLO: c.slo, Only: c.subset, Priority: c.priority, Session: c.session}, nil
 }
 
 // destination is the header value for a decision.
@@ -466,38 +448,25 @@ func (st *stream) onResponseHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadat
 		st.responseStarted(code, served)
 	}
 	m := &extprocv3.HeaderMutation{RemoveHeaders: []string{upstreamHostHeader}}
-	if st.s.cfg.Routing.DebugHeaders && st.dec.Instance != "" {
+	if st.s.cfg.Routing.DebugHeaders && st.tk != nil {
+		dec := st.tk.Decision()
 		m.SetHeaders = []*corev3.HeaderValueOption{
-			header("x-dualmap-instance", st.dec.Instance),
-			header("x-dualmap-reason", st.dec.Reason.String()),
-			header("x-dualmap-cached-tokens", strconv.Itoa(st.dec.CachedTokens)),
+			header("x-dualmap-instance", dec.Instance),
+			header("x-dualmap-reason", dec.Reason.String()),
+			header("x-dualmap-cached-tokens", strconv.Itoa(dec.CachedTokens)),
 		}
 		m.SetHeaders = append(m.SetHeaders, st.routeDebugHeaders()...)
 	}
 	return continueResponseHeaders(m), nil
 }
 
-// responseStarted handles the upstream's status: health attribution, and
-// the scheduler's view of the request.
+// responseStarted hands the upstream's status to the ticket (health
+// attribution, the proxy's fallback) and decides what the stream still
+// owes it.
 func (st *stream) responseStarted(code int, served string) {
-	p := st.pool
-	st.s.m.firstByte.WithLabelValues(p.name).Observe(time.Since(st.dispatched).Seconds())
-	served = st.servedBy(served)
-	st.traceResponse(code, served)
-	if served != st.dec.Instance {
-		// Envoy retried on the fallback: the primary was unreachable. The
-		// prompt's KV is where it was served.
-		st.s.upstreamFailed(p, st.dec.Instance)
-		if code >= 200 && code < 300 {
-			st.s.servedElsewhere(p, served, st.req.Blocks)
-		}
-	}
-	switch {
-	case code >= 500:
-		st.s.upstreamFailed(p, served)
-	case code >= 200 && code < 300:
-		st.s.upstreamOK(p, served)
-	}
+	st.s.m.firstByte.WithLabelValues(st.pool.Name()).Observe(time.Since(st.tk.Dispatched()).Seconds())
+	served = st.tk.Responded(code, served)
+	st.traceResponse(code, served, st.tk.Decision().Instance)
 	ok := code >= 200 && code < 300
 	if ok {
 		st.usage.start(served)
@@ -513,27 +482,6 @@ func (st *stream) responseStarted(code int, served string) {
 	default:
 		st.settle(true)
 	}
-}
-
-// servedBy returns the instance that served the request, given the
-// upstreamHostHeader Envoy reported. The header is believed only when it
-// names the decision's instance or fallback or a member of the pool; an
-// address the router does not know is ignored (and counted), as if Envoy
-// had not reported one: the decision's instance served.
-func (st *stream) servedBy(host string) string {
-	switch host {
-	case "", st.dec.Instance:
-		return st.dec.Instance
-	case st.dec.Fallback:
-		return host
-	}
-	if st.pool.member(host) {
-		return host
-	}
-	st.s.m.hostIgnored.WithLabelValues(st.pool.name).Inc()
-	st.s.log.Debug("upstream host is no member of the pool; ignored for health", "pool", st.pool.name,
-		"header", upstreamHostHeader, "host", host, "instance", st.dec.Instance)
-	return st.dec.Instance
 }
 
 // onResponseBody sees a streamed response body chunk: the first non-empty
@@ -570,23 +518,23 @@ func (st *stream) onResponseTrailers() (*extprocv3.ProcessingResponse, error) {
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{ResponseTrailers: &extprocv3.TrailersResponse{}}}, nil
 }
 
-// settle reports the request's progress to the scheduler: its prefill is
-// done (FirstToken; it feeds the TTFT estimator), or it is over (Complete,
+// settle reports the request's progress on its ticket: its prefill is
+// done (FirstToken; it feeds the TTFT estimator), or it is over (Done,
 // which releases its load; the stream then owes nothing).
 func (st *stream) settle(done bool) {
 	if done {
-		st.pool.flow.Complete(st.req)
+		st.tk.Done()
 		st.owes = owesNothing
 	} else {
-		st.pool.flow.FirstToken(st.req)
+		st.tk.FirstToken()
 		st.observeFirstToken()
-		st.traceFirstToken()
+		st.traceFirstToken(st.tk.Dispatched())
 	}
 }
 
 // finish runs when the stream ends: the response is over, the client left,
 // or a message was refused. It releases whatever the request still holds
-// in the scheduler (only a dispatched request is ever held: Complete).
+// in its pool (only a dispatched request is ever held: its ticket's Done).
 func (st *stream) finish() {
 	st.echo = echo{}
 	st.dropBody()
@@ -617,4 +565,4 @@ func (st *stream) fail(err error) *extprocv3.ProcessingResponse {
 	return immediate(e)
 }
 
-var _ flow = (*scheduler.Scheduler)(nil)
+var _ pool.Observer = (*observer)(nil)

@@ -116,7 +116,7 @@ func (st *stream) traceTokenized(start time.Time, r *scheduler.Request, err erro
 			slo = st.s.cfg.SLO.Default
 		}
 		attrs = append(attrs, attribute.Int("gen_ai.usage.input_tokens", r.Tokens),
-			attribute.String("dualmap.pool", p.name), attribute.String("dualmap.policy", p.policy),
+			attribute.String("dualmap.pool", p.Name()), attribute.String("dualmap.policy", p.Policy()),
 			attribute.Float64("dualmap.slo_s", slo.Seconds()), attribute.Bool("dualmap.session", r.Session != 0))
 	}
 	st.tr.attrs = attrs
@@ -149,14 +149,15 @@ func outcome(dec scheduler.Decision) string {
 	return dec.Reason.String() // overflow, only, policy, rerouted
 }
 
-// traceDecided records the scheduler's answer to a request handed to it at
-// start: the decision with its candidates, the wait in the router queue,
-// or the shedding.
-func (st *stream) traceDecided(start time.Time, r *scheduler.Request, dec scheduler.Decision, err error) {
+// traceDecided records the pool's answer to a request handed to its
+// scheduler at st.decideAt: the decision with its candidates, the wait in
+// the router queue, or the shedding (a failed tokenization was traced by
+// traceTokenized).
+func (st *stream) traceDecided(r *scheduler.Request, dec scheduler.Decision, err error) {
 	if st.tr == nil {
 		return
 	}
-	r.Explain = nil // the scheduler keeps r; the explanation is ours
+	start := st.decideAt
 	sp := st.tr.span
 	if err != nil {
 		e := classify(err, time.Second)
@@ -164,6 +165,7 @@ func (st *stream) traceDecided(start time.Time, r *scheduler.Request, dec schedu
 		st.tr.set(attribute.String("dualmap.reason", "shed"), attribute.Float64("dualmap.queue_wait_s", time.Since(start).Seconds()))
 		return
 	}
+	r.Explain = nil // the scheduler keeps the request; the explanation is ours
 	if dec.Waited > 0 {
 		_, q := st.s.tracer.Start(st.tr.ctx, spanQueue, trace.WithTimestamp(start))
 		q.End(trace.WithTimestamp(start.Add(dec.Waited)))
@@ -212,13 +214,13 @@ func (st *stream) traceInject(m *extprocv3.HeaderMutation) {
 }
 
 // traceResponse records the response's start: its status and the endpoint
-// that served it.
-func (st *stream) traceResponse(code int, served string) {
+// that served it (pinned: the one the request was pinned to).
+func (st *stream) traceResponse(code int, served, pinned string) {
 	if st.tr == nil {
 		return
 	}
 	st.tr.set(attribute.Int("http.response.status_code", code), attribute.String("dualmap.served_instance", served))
-	if served != st.dec.Instance && st.dec.Instance != "" {
+	if served != pinned {
 		st.tr.set(attribute.String("dualmap.reason", "fallback"))
 	}
 	if code >= 500 {
@@ -227,11 +229,11 @@ func (st *stream) traceResponse(code int, served string) {
 }
 
 // traceFirstToken records the observed time to first token (from dispatch).
-func (st *stream) traceFirstToken() {
+func (st *stream) traceFirstToken(dispatched time.Time) {
 	if st.tr == nil {
 		return
 	}
-	d := time.Since(st.dispatched)
+	d := time.Since(dispatched)
 	st.tr.span.AddEvent("dualmap.first_token")
 	st.tr.set(attribute.Float64("dualmap.first_token_s", d.Seconds()))
 }
