@@ -64,7 +64,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
 		}, []string{"pool"}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "dualmap_limit_rejections_total", Help: "Requests refused by a bound on the router's memory, by the limits key: max_streams, max_buffered_bytes, max_body_bytes.",
+			Name: "dualmap_limit_rejections_total", Help: "Requests refused by a bound on the router's memory, by the limits key: max_streams, max_buffered_bytes, max_buffered_bytes_per_client, max_body_bytes, body_timeout.",
 		}, []string{"limit"}),
 		ttftEstimated: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "dualmap_ttft_estimated_seconds", Help: "The router's estimate of time to first token on the chosen instance, at the decision.",
@@ -84,7 +84,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "dualmap_slo_requests_total", Help: "Requests whose first token was seen, by whether the observed TTFT met the request's SLO (met=\"true\" or \"false\").",
 		}, []string{"pool", "met"}),
 	}
-	for _, l := range []string{limitStreams, limitBuffered, limitBody} {
+	for _, l := range []string{limitStreams, limitBuffered, limitBody, limitPerClient, limitBodyTimeout} {
 		m.rejections.WithLabelValues(l)
 	}
 	for _, p := range phaseNames {

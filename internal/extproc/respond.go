@@ -92,6 +92,9 @@ func classify(err error, retryAfter time.Duration) httpError {
 	case errors.Is(err, errBufferFull):
 		return httpError{status: 429, kind: kindBufferFull, retryAfter: retryAfter,
 			body: errorJSON("the router is holding too many request bodies; retry later", "rate_limit_exceeded", "", "buffer_full")}
+	case errors.Is(err, errBodyTimeout):
+		return httpError{status: http.StatusRequestTimeout, kind: kindBodyTimeout,
+			body: errorJSON("the request body did not arrive in time", "invalid_request_error", "", "request_timeout")}
 	case errors.Is(err, errRouteSetting):
 		return httpError{status: 503, kind: "route_setting",
 			body: errorJSON("the route is misconfigured; see the router's log", "service_unavailable", "", "route_misconfigured")}

@@ -48,6 +48,8 @@ type stream struct {
 	// of them are reserved in the server's bounds.
 	body       []byte
 	size, held int
+	client     string    // the downstream's address (source.address), or ""
+	bodyStart  time.Time // when the request headers said a body follows
 
 	declared int // the request's content-length, or -1
 
@@ -82,8 +84,11 @@ func newStream(s *Server, ctx context.Context) *stream {
 // the stream owes (next): the request body after the headers answer, the
 // rest of a large response chunk.
 func (st *stream) handle(req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
-	if pc := req.GetProtocolConfig(); pc != nil && st.phase == phaseRequestHeaders {
-		st.protocol(pc)
+	if st.phase == phaseRequestHeaders {
+		if pc := req.GetProtocolConfig(); pc != nil {
+			st.protocol(pc)
+		}
+		st.client = clientAddress(req.GetAttributes())
 	}
 	switch v := req.GetRequest().(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
@@ -181,6 +186,7 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata
 	// body answer overwrites it again. Every body is pinned at its end
 	// (one we do not parse, of another POST path, by routeAny).
 	st.phase = phaseRequestBody
+	st.bodyStart = time.Now()
 	if st.duplex {
 		return nil, nil // answered with the pin when the body has ended
 	}
@@ -263,8 +269,8 @@ func (st *stream) collect(chunk []byte, eos bool) *extprocv3.ProcessingResponse 
 	if (st.kind == openai.KindOther && !st.duplex) || len(chunk) == 0 {
 		return nil
 	}
-	if !st.s.bounds.reserve(len(chunk)) {
-		st.s.m.rejections.WithLabelValues(limitBuffered).Inc()
+	if limit := st.s.bounds.reserve(st.client, len(chunk)); limit != "" {
+		st.s.m.rejections.WithLabelValues(limit).Inc()
 		return st.fail(errBufferFull)
 	}
 	st.held += len(chunk)
@@ -549,7 +555,7 @@ func (st *stream) finish() {
 // server's budget.
 func (st *stream) dropBody() {
 	st.body = nil
-	st.s.bounds.release(st.held)
+	st.s.bounds.release(st.client, st.held)
 	st.held = 0
 }
 
