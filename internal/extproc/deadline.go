@@ -111,7 +111,7 @@ func (st *stream) deadline() time.Time {
 // expired answers a stream whose deadline passed: 408 to a request whose
 // body did not end in time. Process then ends the stream.
 func (st *stream) expired() *extprocv3.ProcessingResponse {
-	st.s.m.rejections.WithLabelValues(limitBodyTimeout).Inc()
+	st.rec.rejected(limitBodyTimeout)
 	return st.fail(errBodyTimeout)
 }
 

@@ -1,9 +1,6 @@
 package extproc
 
 import (
-	"strconv"
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -113,33 +110,4 @@ func (m *metrics) initPool(name string) {
 	for _, s := range []struct{ status, reason string }{{"503", "no_endpoint"}, {"429", "queue_timeout"}, {"503", "late"}} {
 		m.shed.WithLabelValues(name, s.status, s.reason)
 	}
-}
-
-// observeShed counts a request the scheduler shed (err from Route after
-// tokenization; a client that left while it waited is no shedding).
-func (m *metrics) observeShed(pool string, err error) {
-	if err == nil {
-		return
-	}
-	e := classify(err, time.Second)
-	m.shed.WithLabelValues(pool, strconv.Itoa(e.status), e.kind).Inc()
-}
-
-// observeDecision records a dispatched request's estimated TTFT.
-func (st *stream) observeDecision() {
-	dec := st.tk.Decision()
-	st.s.m.ttftEstimated.WithLabelValues(st.pool.Name(), dec.Instance).Observe(dec.EstimatedTTFT.Seconds())
-}
-
-// observeFirstToken records the observed TTFT of the stream's request,
-// and whether it met its SLO.
-func (st *stream) observeFirstToken() {
-	d := time.Since(st.tk.Dispatched())
-	dec := st.tk.Decision()
-	st.s.m.ttftObserved.WithLabelValues(st.pool.Name(), dec.Instance).Observe(d.Seconds())
-	slo := st.tk.Request().SLO
-	if slo == 0 {
-		slo = st.s.cfg.SLO.Default
-	}
-	st.s.m.sloMet.WithLabelValues(st.pool.Name(), strconv.FormatBool(d+dec.Waited <= slo)).Inc()
 }

@@ -65,13 +65,12 @@ type stream struct {
 	streaming bool         // the body asks for a streamed response
 	tk        *pool.Ticket // the dispatched request, or nil
 	owes      owed
-	tr        *reqTrace // nil when tracing is off (trace.go)
 	usage     usageScan // the engine's reported prefix reuse (usage.go)
-	decideAt  time.Time // when the tokenized request went to the scheduler
+	rec       recorder  // the request's metrics and trace (record.go)
 }
 
 func newStream(s *Server, ctx context.Context) *stream {
-	return &stream{s: s, ctx: ctx, declared: -1}
+	return &stream{s: s, ctx: ctx, declared: -1, rec: recorder{s: s}}
 }
 
 // handle answers one message with exactly one response of the matching
@@ -110,7 +109,7 @@ func (st *stream) handle(req *extprocv3.ProcessingRequest) (*extprocv3.Processin
 // refuse ends the stream's processing: m is not accepted in this phase.
 func (st *stream) refuse(m message) error {
 	err := &protocolError{msg: m, phase: st.phase}
-	st.s.m.streamErrors.WithLabelValues(st.phase.String()).Inc()
+	st.rec.refused(st.phase)
 	st.phase = phaseFailed
 	return err
 }
@@ -164,7 +163,7 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata
 		}
 	}
 	st.kind = openai.Classify(st.method, st.path)
-	st.traceStart(h)
+	st.rec.started(st.ctx, h, st.method, st.path)
 	// The controls are decided here, once: a bad one is refused before
 	// any body chunk is kept. A request that carries no prompt has none
 	// but its route's pool and the subset.
@@ -179,7 +178,7 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata
 	}
 	if limit := st.s.cfg.Limits.MaxBodyBytes; st.declared > limit {
 		// Answered before Envoy sends (and buffers) the body.
-		st.s.m.rejections.WithLabelValues(limitBody).Inc()
+		st.rec.rejected(limitBody)
 		return st.fail(bodyTooLarge(limit)), nil
 	}
 	// A client-supplied destination never survives: strip it now, and the
@@ -208,7 +207,7 @@ func (st *stream) routeAny() *extprocv3.ProcessingResponse {
 	if err != nil {
 		return st.fail(err)
 	}
-	st.s.m.decisions.WithLabelValues(p.Name(), p.Policy(), "any").Inc()
+	st.rec.pinned(p)
 	return st.forward(scheduler.Decision{Instance: id})
 }
 
@@ -262,7 +261,7 @@ func (st *stream) onRequestBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingRes
 func (st *stream) collect(chunk []byte, eos bool) *extprocv3.ProcessingResponse {
 	limit := st.s.cfg.Limits.MaxBodyBytes
 	if len(chunk) > limit-st.size {
-		st.s.m.rejections.WithLabelValues(limitBody).Inc()
+		st.rec.rejected(limitBody)
 		return st.fail(bodyTooLarge(limit))
 	}
 	st.size += len(chunk)
@@ -270,7 +269,7 @@ func (st *stream) collect(chunk []byte, eos bool) *extprocv3.ProcessingResponse 
 		return nil
 	}
 	if limit := st.s.bounds.reserve(st.client, len(chunk)); limit != "" {
-		st.s.m.rejections.WithLabelValues(limit).Inc()
+		st.rec.rejected(limit)
 		return st.fail(errBufferFull)
 	}
 	st.held += len(chunk)
@@ -320,42 +319,32 @@ func (st *stream) route() *extprocv3.ProcessingResponse {
 		return st.fail(err)
 	}
 	st.streaming = body.Stream
-	st.traceModel(body.Model)
+	st.rec.model(body.Model)
 	obs := observer{st: st, start: start}
 	tk, err := st.pool.Route(st.ctx, body, st.ctl.route, &obs)
-	if err != nil && obs.tokenizeErr {
+	switch {
+	case err != nil && obs.tokenizeErr:
 		return st.fail(err)
-	}
-	p := st.pool
-	if err != nil {
-		st.traceDecided(nil, scheduler.Decision{}, err)
-		st.s.m.observeShed(p.Name(), err)
+	case err != nil:
 		// The pool holds nothing of a request it shed or that was
 		// cancelled while waiting.
+		e := st.rec.shed(st.pool, obs.decideAt, err)
 		if st.ctx.Err() != nil {
 			st.phase = phaseFailed
 			return nil // the stream is gone
 		}
-		return st.fail(err)
+		return st.failWith(e, err)
 	}
 	st.tk, st.owes = tk, owesResponse
-	dec, r := tk.Decision(), tk.Request()
-	st.traceDecided(r, dec, nil)
-	if dec.Waited > 0 {
-		st.s.m.queueWait.WithLabelValues(p.Name()).Observe(dec.Waited.Seconds())
-	}
-	st.s.m.decide.Observe((time.Since(st.decideAt) - dec.Waited).Seconds())
-	st.s.m.decisions.WithLabelValues(p.Name(), p.Policy(), dec.Reason.String()).Inc()
-	st.s.m.promptTok.WithLabelValues(p.Name()).Add(float64(r.Tokens))
-	st.s.m.cachedTok.WithLabelValues(p.Name()).Add(float64(dec.CachedTokens))
-	st.observeDecision()
-	return st.forward(dec)
+	st.rec.decided(st.pool, obs.decideAt, tk)
+	return st.forward(tk.Decision())
 }
 
 // observer is the stream's pool.Observer for one Route call.
 type observer struct {
 	st          *stream
 	start       time.Time // the body's parse began
+	decideAt    time.Time // the tokenized request went to the scheduler
 	tokenizeErr bool      // Route failed in tokenization
 }
 
@@ -363,18 +352,17 @@ type observer struct {
 func (o *observer) Tokenized(r *scheduler.Request, err error) {
 	o.tokenizeErr = err != nil
 	o.st.tokenized(o.start, r, err)
+	o.decideAt = time.Now()
 }
 
 // tokenized ends the parse and tokenize step that began at start: the
 // body is let go (what routing needs of it is in r; in full duplex it is
-// held until echoed), and the step is measured and traced.
+// held until echoed), and the step is recorded.
 func (st *stream) tokenized(start time.Time, r *scheduler.Request, err error) {
 	if !st.duplex {
 		st.dropBody()
 	}
-	st.s.m.tokenize.Observe(time.Since(start).Seconds())
-	st.traceTokenized(start, r, err)
-	st.decideAt = time.Now()
+	st.rec.tokenized(start, st.kind, st.pool, r, err)
 }
 
 // onRequestTrailers ends a request whose body had no end-of-stream message
@@ -407,7 +395,7 @@ func (st *stream) destination(dec scheduler.Decision) string {
 // pin is the header mutation that steers Envoy to the decision.
 func (st *stream) pin(dec scheduler.Decision) *extprocv3.HeaderMutation {
 	m := &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{header(st.s.cfg.Routing.Header, st.destination(dec))}}
-	st.traceInject(m)
+	st.rec.inject(m)
 	return m
 }
 
@@ -470,9 +458,8 @@ func (st *stream) onResponseHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadat
 // attribution, the proxy's fallback) and decides what the stream still
 // owes it.
 func (st *stream) responseStarted(code int, served string) {
-	st.s.m.firstByte.WithLabelValues(st.pool.Name()).Observe(time.Since(st.tk.Dispatched()).Seconds())
 	served = st.tk.Responded(code, served)
-	st.traceResponse(code, served, st.tk.Decision().Instance)
+	st.rec.responded(st.pool, st.tk, code, served)
 	ok := code >= 200 && code < 300
 	if ok {
 		st.usage.start(served)
@@ -533,8 +520,7 @@ func (st *stream) settle(done bool) {
 		st.owes = owesNothing
 	} else {
 		st.tk.FirstToken()
-		st.observeFirstToken()
-		st.traceFirstToken(st.tk.Dispatched())
+		st.rec.firstToken(st.pool, st.tk)
 	}
 }
 
@@ -548,7 +534,7 @@ func (st *stream) finish() {
 	if st.owes != owesNothing {
 		st.settle(true)
 	}
-	st.traceEnd()
+	st.rec.ended()
 }
 
 // dropBody lets go of the request body and gives its bytes back to the
@@ -564,10 +550,14 @@ func (st *stream) dropBody() {
 func (st *stream) fail(err error) *extprocv3.ProcessingResponse {
 	st.phase = phaseFailed
 	st.dropBody()
-	e := classify(err, time.Second)
-	st.s.m.errors.WithLabelValues(e.kind).Inc()
-	st.traceFailed(e)
-	st.s.log.Debug("request rejected", "kind", e.kind, "status", e.status, "path", st.path, "error", err)
+	return immediate(st.rec.failed(err, st.path))
+}
+
+// failWith is fail for an error the recorder already classified as e.
+func (st *stream) failWith(e httpError, err error) *extprocv3.ProcessingResponse {
+	st.phase = phaseFailed
+	st.dropBody()
+	st.rec.failedAs(e, err, st.path)
 	return immediate(e)
 }
 

@@ -117,6 +117,7 @@ func benchHooks(b *testing.B, opt Options) {
 		e.Candidates[k] = scheduler.Candidate{ID: fmt.Sprintf("10.0.0.%d:8000", k+1), CachedTokens: k * 100, PendingTokens: k * 1000, EstimatedTTFT: time.Duration(k) * time.Millisecond}
 	}
 	e.N = 4
+	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
 	runtime.LockOSThread() // threadCPU measures this goroutine alone
@@ -124,22 +125,20 @@ func benchHooks(b *testing.B, opt Options) {
 	cpu0, thr0 := processCPU(), threadCPU()
 	defer reportCPU(b, cpu0, thr0)
 	for i := 0; i < b.N; i++ {
-		st := newStream(srv, context.Background())
-		st.method, st.path, st.kind, st.pool = "POST", "/v1/chat/completions", openai.KindChat, p
+		st := newStream(srv, ctx) // as the request path makes one
+		rc := &st.rec
 		t0 := time.Now()
-		st.traceStart(h)
-		st.traceModel("m")
-		st.traceTokenized(t0, r, nil)
-		if st.tr != nil {
-			st.tr.explain = e
+		rc.started(ctx, h, "POST", "/v1/chat/completions")
+		rc.model("m")
+		rc.traceTokenized(t0, openai.KindChat, p, r, nil)
+		if rc.tr != nil {
+			rc.tr.explain = e
 		}
-		st.decideAt = t0
-		st.traceDecided(r, dec, nil)
-		dispatched := time.Now()
-		st.traceInject(&extprocv3.HeaderMutation{})
-		st.traceResponse(200, dec.Instance, dec.Instance)
-		st.traceFirstToken(dispatched)
-		st.traceEnd()
+		rc.traceDecided(t0, r, dec, nil)
+		rc.inject(&extprocv3.HeaderMutation{})
+		rc.traceResponse(200, dec.Instance, dec.Instance)
+		rc.traceFirstToken(time.Since(t0))
+		rc.ended()
 	}
 }
 

@@ -149,5 +149,5 @@ func (st *stream) usageEnded() {
 	if dec := st.tk.Decision(); instance == dec.Instance {
 		predicted = dec.CachedTokens
 	}
-	st.s.m.usage.observe(st.pool.Name(), instance, predicted, reported)
+	st.rec.usage(st.pool, instance, predicted, reported)
 }
