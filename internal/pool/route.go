@@ -100,12 +100,13 @@ func (p *Pool) Pin(only []string) (string, error) {
 // the client gone, the stream failed): Done releases the load exactly
 // once, whatever came before. A ticket is used by one goroutine.
 type Ticket struct {
-	p    *Pool
-	req  scheduler.Request
-	dec  scheduler.Decision
-	at   time.Time // dispatched
-	resp bool      // Responded was called
-	done bool
+	p     *Pool
+	req   scheduler.Request
+	dec   scheduler.Decision
+	at    time.Time // dispatched
+	resp  bool      // Responded was called
+	first bool      // FirstToken was called
+	done  bool
 }
 
 // Pool is the pool that routed the request.
@@ -183,9 +184,10 @@ func (p *Pool) served(id string, blocks []uint64) {
 // FirstToken reports the request's first token (its prefill is done: it
 // feeds the TTFT estimator). Once; nothing after Done.
 func (t *Ticket) FirstToken() {
-	if t.done {
+	if t.done || t.first {
 		return
 	}
+	t.first = true
 	t.p.sched.FirstToken(&t.req)
 }
 
