@@ -315,16 +315,26 @@ func (st *stream) route() *extprocv3.ProcessingResponse {
 		}
 	}
 	if err != nil {
-		st.tokenized(start, nil, err)
+		if !st.duplex {
+			st.dropBody()
+		}
+		st.rec.tokenized(start, st.kind, st.pool, nil, err)
 		return st.fail(err)
 	}
 	st.streaming = body.Stream
 	st.rec.model(body.Model)
-	obs := observer{st: st, start: start}
+	obs := observer{rec: st.rec, start: start, kind: st.kind, pool: st.pool, bounds: st.s.bounds, client: st.client}
+	if !st.duplex { // let go of the body once tokenized: what routing needs of it is in the request
+		obs.held, st.held = st.held, 0
+	}
 	tk, err := st.pool.Route(st.ctx, body, st.ctl.route, &obs)
+	if !st.duplex {
+		st.body = nil
+		st.s.bounds.release(st.client, obs.held) // if Tokenized did not
+	}
 	switch {
-	case err != nil && obs.tokenizeErr:
-		return st.fail(err)
+	case err != nil && obs.decideAt.IsZero():
+		return st.fail(err) // parse or tokenization
 	case err != nil:
 		// The pool holds nothing of a request it shed or that was
 		// cancelled while waiting.
@@ -340,29 +350,30 @@ func (st *stream) route() *extprocv3.ProcessingResponse {
 	return st.forward(tk.Decision())
 }
 
-// observer is the stream's pool.Observer for one Route call.
+// observer is the stream's pool.Observer for one Route call. It holds
+// copies of what it needs, not the stream (which then stays on its
+// goroutine's stack): the recorder, and the body bytes it gives back to
+// the server's budget once the prompt is tokenized (0 in full duplex,
+// where the body is held until echoed).
 type observer struct {
-	st          *stream
-	start       time.Time // the body's parse began
-	decideAt    time.Time // the tokenized request went to the scheduler
-	tokenizeErr bool      // Route failed in tokenization
+	rec      recorder
+	start    time.Time // the body's parse began
+	kind     openai.Kind
+	pool     *pool.Pool
+	bounds   *bounds
+	client   string
+	held     int       // body bytes still reserved for the stream
+	decideAt time.Time // the tokenized request went to the scheduler (zero: tokenization failed)
 }
 
 // Tokenized implements pool.Observer.
 func (o *observer) Tokenized(r *scheduler.Request, err error) {
-	o.tokenizeErr = err != nil
-	o.st.tokenized(o.start, r, err)
-	o.decideAt = time.Now()
-}
-
-// tokenized ends the parse and tokenize step that began at start: the
-// body is let go (what routing needs of it is in r; in full duplex it is
-// held until echoed), and the step is recorded.
-func (st *stream) tokenized(start time.Time, r *scheduler.Request, err error) {
-	if !st.duplex {
-		st.dropBody()
+	o.bounds.release(o.client, o.held)
+	o.held = 0
+	o.rec.tokenized(o.start, o.kind, o.pool, r, err)
+	if err == nil {
+		o.decideAt = time.Now()
 	}
-	st.rec.tokenized(start, st.kind, st.pool, r, err)
 }
 
 // onRequestTrailers ends a request whose body had no end-of-stream message
