@@ -156,7 +156,7 @@ test-tokenizers: libtokenizers
 # worker, one package at a time; long (see docs/testing.md for times and the
 # knobs: MUTATE_PKGS, MUTATE_EXCLUDE, MUTATE_DIFF=main for a branch's lines).
 # fuzz: every fuzz target of the module, FUZZTIME each (default 30s);
-# fuzz-short: the same at 10s each (8 targets: about 1.5 minutes). Crashers
+# fuzz-short: the same at 10s each (times in docs/testing.md). Crashers
 # land in the package's testdata/fuzz/.
 .PHONY: mutate fuzz fuzz-short
 FUZZTIME ?= 30s

@@ -99,7 +99,9 @@ type TLS struct {
 // GRPCHealth is the gRPC health port. Its services: "liveness" (SERVING
 // while the process runs), "readiness", "" and
 // "envoy.service.ext_proc.v3.ExternalProcessor" (SERVING when every pool
-// has a ready instance and, with Redis state, the state is synced).
+// has a ready instance; Redis is no part of it: a replica routes on its
+// own view during an outage), and "dualmap.state" (SERVING while every
+// pool's shared state is synced: Redis answers).
 type GRPCHealth struct {
 	Enabled bool `yaml:"enabled"` // default off
 	// Listen defaults to the host of listen.grpc with port 9003.

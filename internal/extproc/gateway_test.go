@@ -377,3 +377,67 @@ func (c *captureFlow) last() scheduler.Request {
 func uniqueChat(s string) string {
 	return fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":%q}]}`, strings.Repeat(s+" ", 200))
 }
+
+// The subset hint's entry-count bound: 4,096 entries are read, 4,097 are
+// refused (503, the subset reason), as a list, as one comma-separated
+// string, and split across list entries; empty entries do not count. Pins
+// subsetHint's `len(out) == maxSubset` check (made `>`, or the bound one
+// higher, 4,097 entries pass; one lower, 4,096 are refused).
+func TestSubsetHintEntryLimit(t *testing.T) {
+	entries := func(n int) []string {
+		s := make([]string, n)
+		s[0] = "10.0.0.2:8000" // the one pool member: the rest are strangers
+		for i := 1; i < n; i++ {
+			s[i] = fmt.Sprintf("10.9.%d.%d:80", i/256, i%256)
+		}
+		return s
+	}
+	forms := []struct {
+		name string
+		val  func(s []string) *structpb.Value
+	}{
+		{"list", func(s []string) *structpb.Value { return listValue(s...) }},
+		{"comma string", func(s []string) *structpb.Value { return structpb.NewStringValue(strings.Join(s, ",") + ", ,") }},
+		{"list of comma strings", func(s []string) *structpb.Value {
+			h := len(s) / 2
+			return listValue(strings.Join(s[:h], ","), " ", strings.Join(s[h:], ","))
+		}},
+	}
+	for _, f := range forms {
+		for _, tt := range []struct {
+			n  int
+			ok bool
+		}{{maxSubset - 1, true}, {maxSubset, true}, {maxSubset + 1, false}} {
+			md := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
+				subsetNamespace: {Fields: map[string]*structpb.Value{subsetKey: f.val(entries(tt.n))}}}}
+			got, err := subsetHint(md)
+			if tt.ok && (err != nil || len(got) != tt.n) {
+				t.Errorf("%s of %d entries: subsetHint() = %d entries, %v; want all %d", f.name, tt.n, len(got), err, tt.n)
+			}
+			if !tt.ok && (err == nil || !strings.Contains(err.Error(), "more than 4096 entries")) {
+				t.Errorf("%s of %d entries: subsetHint() = %d entries, %v; want an error naming the 4096-entry bound", f.name, tt.n, len(got), err)
+			}
+		}
+	}
+	if maxSubset != 4096 {
+		t.Errorf("maxSubset = %d, want 4096 (the documented bound)", maxSubset)
+	}
+
+	// Through the stream: 4,096 entries route inside the hint, 4,097 get 503.
+	cfg := parseConfig(t, fourInstances)
+	cfg.Routing.Mode = config.ModeOriginalDst
+	ts := start(t, cfg, false)
+	for _, duplex := range []bool{false, true} {
+		c := ts.open(t)
+		if h, _ := pinAndMetadata(sendRequest(t, ts, c, duplex, listValue(entries(maxSubset)...), chat("m", "4096", false))); h != "10.0.0.2:8000" {
+			t.Errorf("duplex=%v: a hint of 4096 entries pinned %q, want its one member 10.0.0.2:8000", duplex, h)
+		}
+		c.close()
+		c = ts.open(t)
+		im := sendRequest(t, ts, c, duplex, listValue(entries(maxSubset+1)...), chat("m", "4097", false)).GetImmediateResponse()
+		if im == nil || im.GetStatus().GetCode() != 503 || setHeader(im.GetHeaders(), droppedHeader) != "subset" {
+			t.Errorf("duplex=%v: a hint of 4097 entries answered %v, want 503 with %s: subset", duplex, im, droppedHeader)
+		}
+		c.close()
+	}
+}

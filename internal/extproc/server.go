@@ -101,6 +101,10 @@ func (s *Server) Ready() error { return s.pools.Ready() }
 // Readiness is what a gateway's readiness check asks (pool.Manager.Readiness).
 func (s *Server) Readiness() error { return s.pools.Readiness() }
 
+// StateSynced reports whether the pools' shared state is synced
+// (pool.Manager.StateSynced).
+func (s *Server) StateSynced() error { return s.pools.StateSynced() }
+
 // Run does the pools' background work until ctx ends (pool.Manager.Run).
 func (s *Server) Run(ctx context.Context) { s.pools.Run(ctx) }
 

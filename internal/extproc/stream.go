@@ -58,6 +58,8 @@ type stream struct {
 	duplex         bool // request body FULL_DUPLEX_STREAMED: the headers answer waits for the body's end
 	duplexResponse bool // response body FULL_DUPLEX_STREAMED: chunks are echoed back
 	responseBody   bool // announced: the response body is sent to the router
+	bufferedBody   bool // announced: request body BUFFERED (or BUFFERED_PARTIAL): one message is all of it
+	trailersFollow bool // the body ended without end_of_stream: request trailers may follow the pin
 	echo           echo // what is still owed after the last answer
 
 	// The routing, from the body phase on.
@@ -251,6 +253,12 @@ func (st *stream) onRequestBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingRes
 	switch {
 	case b.GetEndOfStream():
 		return st.bodyEnded(true), nil
+	case st.bufferedBody:
+		// Envoy buffers the whole body into this one message; without
+		// end_of_stream, request trailers ended it (and come next when the
+		// filter sends them). Routed now: nothing else is coming.
+		st.trailersFollow = true
+		return st.bodyEnded(false), nil
 	case st.duplex:
 		return nil, nil
 	}
@@ -379,20 +387,22 @@ func (o *observer) Tokenized(r *scheduler.Request, err error) {
 // onRequestTrailers ends a request whose body had no end-of-stream message
 // (trailers follow the last chunk). In full duplex the body is complete:
 // the request is routed as at an end-of-stream chunk, and the trailers
-// answer follows the echoed body. Otherwise the request is not routed, and
-// Envoy forwards it without a pin, as it would a request the router never
-// saw (its body answers were already sent).
+// answer follows the echoed body. A buffered body was routed at its one
+// message (onRequestBody); its trailers are answered as they come. In the
+// other modes (STREAMED, or no protocol_config) the body chunks have been
+// answered and the request can no longer be pinned: it gets 400 rather
+// than going upstream unrouted.
 func (st *stream) onRequestTrailers() (*extprocv3.ProcessingResponse, error) {
-	if st.phase != phaseRequestBody {
+	switch {
+	case st.phase == phaseDispatched && st.trailersFollow:
+		st.trailersFollow = false
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}}}, nil
+	case st.phase != phaseRequestBody:
 		return nil, st.refuse(msgRequestTrailers)
-	}
-	if st.duplex {
+	case st.duplex:
 		return st.bodyEnded(false), nil
 	}
-	st.phase = phaseDispatched
-	st.dropBody()
-	st.s.log.Debug("request trailers ended the body unrouted; forwarded without a pin", "path", st.path)
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}}}, nil
+	return st.fail(errTrailersUnrouted), nil
 }
 
 // destination is the header value for a decision.

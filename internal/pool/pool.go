@@ -280,16 +280,20 @@ func (m *Manager) Ready() error {
 }
 
 // Readiness is what a gateway's readiness check asks of an endpoint
-// picker: Ready and, with Redis state, every pool's shared state synced
-// (Redis answered the last operations; false before the first success and
-// during an outage).
-func (m *Manager) Readiness() error {
-	if err := m.Ready(); err != nil {
-		return err
-	}
+// picker: every pool has a ready instance (Ready). Shared state is not
+// part of it: during a Redis outage a replica routes on its own view
+// (agreement between replicas is delayed, no request is), so a gateway
+// that fails closed must keep sending it requests. StateSynced reports
+// Redis on its own.
+func (m *Manager) Readiness() error { return m.Ready() }
+
+// StateSynced reports whether every pool with shared state is synced
+// (Redis answered the last operations; not before the first success and
+// not during an outage). Nil without shared state.
+func (m *Manager) StateSynced() error {
 	for _, p := range m.pools {
 		if p.shared && !p.store.Stats().Up {
-			return fmt.Errorf("pool %s: shared state not synced (redis unreachable)", p.name)
+			return fmt.Errorf("pool %s: shared state not synced (redis unreachable); routing on the local view", p.name)
 		}
 	}
 	return nil

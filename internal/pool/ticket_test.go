@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/dualmap/dualmap/internal/coord"
 	"github.com/dualmap/dualmap/internal/openai"
+	"github.com/dualmap/dualmap/internal/state"
 	"github.com/dualmap/dualmap/scheduler"
 )
 
@@ -175,5 +179,76 @@ func TestBackoffEscalatesOnFlapsOnly(t *testing.T) {
 	}
 	if got := m.metricValues(t)["dualmap_upstream_errors_total{instance=10.0.0.1:8000,pool=default}"]; got != 7 {
 		t.Errorf("upstream errors counted = %v, want 7", got)
+	}
+}
+
+// recordingStore is a pool's shared store that keeps the dispatch records
+// it is given (the memory store drops them).
+type recordingStore struct {
+	state.Store
+	mu   sync.Mutex
+	recs []coord.Record
+}
+
+func (r *recordingStore) Dispatched(instance string, blocks []uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recs = append(r.recs, coord.Record{Instance: instance, Blocks: slices.Clone(blocks)})
+	r.Store.Dispatched(instance, blocks)
+}
+
+func (r *recordingStore) records() []coord.Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.recs)
+}
+
+// The dispatch reaches the shared store for the other replicas, and so
+// does the record of another member that served (not only this router's
+// KV index); a stranger that served is recorded nowhere.
+func TestServedElsewhereReachesSharedStore(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		served string // "other": a pool member that is not the pinned one
+		want   bool
+	}{
+		{"another member", "other", true},
+		{"a stranger", "6.6.6.6:80", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := startManager(t, parseConfig(t, fourInstances), false, Options{})
+			p := m.Pools()[0]
+			rs := &recordingStore{Store: p.store}
+			p.store = rs
+			var err error
+			if p.coord, err = newCoordinator(m.cfg, p, m.tick, m.now); err != nil {
+				t.Fatal(err)
+			}
+			tk, err := p.Route(context.Background(), chat(t, "a prompt long enough to fill a block of the prefix index "+tt.name), Controls{}, nopObserver{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tk.Done()
+			pinned := tk.Decision().Instance
+			recs := rs.records()
+			if len(recs) != 1 || recs[0].Instance != pinned || len(recs[0].Blocks) == 0 {
+				t.Fatalf("store records after routing = %+v, want one for the pinned %s", recs, pinned)
+			}
+			served := tt.served
+			if served == "other" {
+				served = "10.0.0.1:8000"
+				if pinned == served {
+					served = "10.0.0.2:8000"
+				}
+			}
+			tk.Responded(200, served)
+			got := rs.records()[1:]
+			switch {
+			case !tt.want && len(got) != 0:
+				t.Errorf("a stranger's serving reached the store: %+v", got)
+			case tt.want && (len(got) != 1 || got[0].Instance != served || !slices.Equal(got[0].Blocks, recs[0].Blocks)):
+				t.Errorf("store records after %s served = %+v, want one for it with the prompt's %d blocks", served, got, len(recs[0].Blocks))
+			}
+		})
 	}
 }
