@@ -11,6 +11,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/dualmap/dualmap/internal/config"
@@ -171,12 +172,14 @@ func TestServedEndpointMetadata(t *testing.T) {
 		header     string // x-dualmap-upstream-host
 		wantKV     bool   // the other instance got the prompt's KV
 		wantPinned bool   // the pinned instance stays in service
+		wantSource string // dualmap_served_reports_total's source
 	}{
-		{"the pinned instance", "", "", false, true},
-		{"another member", "other", "", true, false},
-		{"another member, the header says the pinned one", "other", "pinned", true, false},
-		{"no metadata, the header says another member", "", "other", true, false},
-		{"a stranger", "6.6.6.6:80", "", false, true},
+		{"the pinned instance", "", "", false, true, servedFromNone},
+		{"the pinned instance, by metadata", "pinned", "", false, true, servedFromMetadata},
+		{"another member", "other", "", true, false, servedFromMetadata},
+		{"another member, the header says the pinned one", "other", "pinned", true, false, servedFromMetadata},
+		{"no metadata, the header says another member", "", "other", true, false, servedFromHeader},
+		{"a stranger", "6.6.6.6:80", "", false, true, servedFromMetadata},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ts := start(t, parseConfig(t, fourInstances), false)
@@ -213,6 +216,15 @@ func TestServedEndpointMetadata(t *testing.T) {
 			}
 			if got := instanceState(ts, pinned).Healthy; got != tt.wantPinned {
 				t.Errorf("pinned %s healthy = %v, want %v", pinned, got, tt.wantPinned)
+			}
+			for _, src := range []string{servedFromMetadata, servedFromHeader, servedFromNone} {
+				want := 0.0
+				if src == tt.wantSource {
+					want = 1
+				}
+				if got := testutil.ToFloat64(ts.srv.m.servedReports.WithLabelValues(ts.srv.pools.Pools()[0].Name(), src)); got != want {
+					t.Errorf("dualmap_served_reports_total{source=%q} = %v, want %v", src, got, want)
+				}
 			}
 		})
 	}

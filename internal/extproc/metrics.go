@@ -26,6 +26,7 @@ type metrics struct {
 	shed          *prometheus.CounterVec   // pool, status, reason
 	streamErrors  *prometheus.CounterVec   // phase
 	sloMet        *prometheus.CounterVec   // pool, met
+	servedReports *prometheus.CounterVec   // pool, source
 	usage         *usageMetrics            // engine-reported prefix reuse (usage.go)
 }
 
@@ -80,8 +81,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		sloMet: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dualmap_slo_requests_total", Help: "Requests whose first token was seen, by whether the observed TTFT met the request's SLO (met=\"true\" or \"false\").",
 		}, []string{"pool", "met"}),
+		servedReports: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dualmap_served_reports_total", Help: "Upstream responses to dispatched requests, by where the router learnt the endpoint that served: metadata (the proxy's envoy.lb x-gateway-destination-endpoint-served), header (the route's x-dualmap-upstream-host) or none (taken to be the endpoint picked).",
+		}, []string{"pool", "source"}),
 	}
-	for _, l := range []string{limitStreams, limitBuffered, limitBody, limitPerClient, limitBodyTimeout} {
+	for _, l := range []string{limitStreams, limitBuffered, limitBody, limitPerClient, limitBodyTimeout, limitFirstMessage, limitIdle} {
 		m.rejections.WithLabelValues(l)
 	}
 	for _, p := range phaseNames {
@@ -93,7 +97,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.usage = newUsageMetrics(reg)
 	if reg != nil {
 		reg.MustRegister(m.decisions, m.errors, m.queueWait, m.promptTok, m.cachedTok, m.tokenize, m.decide, m.firstByte,
-			m.rejections, m.ttftEstimated, m.ttftObserved, m.shed, m.streamErrors, m.sloMet)
+			m.rejections, m.ttftEstimated, m.ttftObserved, m.shed, m.streamErrors, m.sloMet, m.servedReports)
 	}
 	return m
 }
@@ -101,6 +105,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // initPool creates a pool's series, so that they exist (at zero) before
 // the first event: dashboards and alerts see them on a fresh server.
 func (m *metrics) initPool(name string) {
+	for _, src := range []string{servedFromMetadata, servedFromHeader, servedFromNone} {
+		m.servedReports.WithLabelValues(name, src)
+	}
 	m.queueWait.WithLabelValues(name)
 	m.firstByte.WithLabelValues(name)
 	m.promptTok.WithLabelValues(name)

@@ -108,6 +108,12 @@ func (rc *recorder) responded(p *pool.Pool, tk *pool.Ticket, code int, served st
 	rc.traceResponse(code, served, tk.Decision().Instance)
 }
 
+// servedReport counts a response to a dispatched request by where the
+// endpoint that served was learnt (servedFrom*).
+func (rc *recorder) servedReport(p *pool.Pool, source string) {
+	rc.s.m.servedReports.WithLabelValues(p.Name(), source).Inc()
+}
+
 // firstToken records the observed TTFT of the ticket's request, and
 // whether it met its SLO.
 func (rc *recorder) firstToken(p *pool.Pool, tk *pool.Ticket) {
