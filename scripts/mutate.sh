@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mutate.sh runs mutation testing (gremlins, installed by scripts/gremlins.sh)
-# over MUTATE_PKGS (default: scheduler internal/extproc internal/state
-# internal/coord, every file of each), one package at a
+# over MUTATE_PKGS (default: scheduler internal/extproc internal/pool
+# internal/state internal/coord, every file of each), one package at a
 # time with MUTATE_WORKERS workers (default 1: the machines have 2 cores and
 # are shared). Each mutant is one small change to the package's code
 # (a < made <=, a + made -, a condition negated...); the package's tests
@@ -11,7 +11,7 @@
 #
 # Knobs (environment):
 #   MUTATE_PKGS      packages, as directories (default "scheduler internal/extproc
-#                    internal/state internal/coord")
+#                    internal/pool internal/state internal/coord")
 #   MUTATE_EXCLUDE   regexp of files to leave alone, relative to the package
 #                    directory, e.g. '^(ring|flow)\.go$'
 #   MUTATE_DIFF      only mutate lines changed since this git ref (e.g. main):
@@ -25,7 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 G=$(bash scripts/gremlins.sh | tail -n 1)
-PKGS=${MUTATE_PKGS:-scheduler internal/extproc internal/state internal/coord}
+PKGS=${MUTATE_PKGS:-scheduler internal/extproc internal/pool internal/state internal/coord}
 OUT=${MUTATE_OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
 args=(--workers "${MUTATE_WORKERS:-1}" --timeout-coefficient "${MUTATE_TIMEOUT_COEFFICIENT:-10}")

@@ -283,6 +283,33 @@ func (c *Coordinator) expire() {
 	c.cleared = true
 }
 
+// Dispatched records this replica's dispatch of a prompt's blocks to
+// instance for the other replicas (through the transport). Call it for
+// every request the local scheduler dispatched with blocks; it does not
+// block and copies nothing it keeps but through the transport.
+func (c *Coordinator) Dispatched(instance string, blocks []uint64) {
+	if instance == "" || len(blocks) == 0 {
+		return
+	}
+	c.t.Dispatched(instance, blocks)
+}
+
+// Served records that instance served a request of blocks that was
+// dispatched elsewhere (the proxy's fallback): its KV cache holds the
+// prompt now, for the local scheduler (RecordCached, now) and, through the
+// transport, the other replicas. It returns the scheduler's error (an
+// instance it does not know), recording nothing then.
+func (c *Coordinator) Served(instance string, blocks []uint64) error {
+	if len(blocks) == 0 {
+		return nil
+	}
+	if err := c.s.RecordCached(instance, blocks, c.opt.Now()); err != nil {
+		return err
+	}
+	c.t.Dispatched(instance, blocks)
+	return nil
+}
+
 // Receive applies the dispatch records the other replicas published since
 // the last call (the transport may wait a short while for them).
 func (c *Coordinator) Receive(ctx context.Context) error {

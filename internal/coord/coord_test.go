@@ -3,6 +3,7 @@ package coord_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -349,6 +350,37 @@ func TestNewInvalid(t *testing.T) {
 				t.Errorf("New() error = %v, want ErrInvalidOptions", err)
 			}
 		})
+	}
+}
+
+// Dispatched and Served go out through the transport; Served records the
+// blocks locally first, and records nothing for an instance the scheduler
+// does not know.
+func TestDispatchedAndServed(t *testing.T) {
+	p := newPool(t, 2, 0)
+	a, b := p.reps[0], p.reps[1]
+	ctx := context.Background()
+	a.c.Dispatched("i0", []uint64{1})
+	a.c.Dispatched("i0", nil) // nothing to record
+	if err := a.c.Served("i1", []uint64{2, 3}); err != nil {
+		t.Fatalf("Served(i1) error = %v", err)
+	}
+	if err := a.c.Served("nope", []uint64{4}); err == nil {
+		t.Errorf("Served(nope) error = nil, want the scheduler's")
+	}
+	if got := a.s.TakeCached(); len(got) != 1 || got[0].Instance != "i1" || !slices.Equal(got[0].Blocks, []uint64{2, 3}) {
+		t.Errorf("a recorded %v, want i1 [2 3] only", got)
+	}
+	a.link.Flush()
+	if err := b.c.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, x := range b.s.TakeCached() {
+		got = append(got, fmt.Sprint(x.Instance, x.Blocks))
+	}
+	if s := strings.Join(got, " "); s != "i0[1] i1[2 3]" {
+		t.Errorf("b received %q, want \"i0[1] i1[2 3]\"", s)
 	}
 }
 

@@ -27,7 +27,8 @@
 //
 // The package does not decide routes (package scheduler does), does not
 // run goroutines or timers (its callers drive the rounds: state's loops in
-// serve, the event loop in the simulator), and does not publish dispatch
-// records itself (the caller hands them to its transport: state.Store or
-// Link.Dispatched).
+// serve, the event loop in the simulator). Dispatch records go out through
+// it: the caller tells it of each dispatch (Dispatched) and of a request
+// served by another instance than the one it was sent to (Served), and the
+// transport carries them.
 package coord

@@ -37,6 +37,12 @@ type Transport interface {
 	// lease if it holds it, so that the others stop counting its load and
 	// another replica can lead at once.
 	Leave(ctx context.Context) error
+	// Dispatched records that blocks (a prompt's chained block hashes) went
+	// to instance, for the other replicas' Receive. It copies blocks, never
+	// blocks on I/O and never fails (a transport that cannot keep a record
+	// drops it and counts it). A Coordinator calls it from its Dispatched
+	// and Served, concurrently with everything else.
+	Dispatched(instance string, blocks []uint64)
 }
 
 // Beat is what a replica writes every heartbeat.

@@ -31,8 +31,8 @@ func (s *Server) AdminHandler(g prometheus.Gatherer) http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /debug/instances", func(w http.ResponseWriter, r *http.Request) {
 		out := map[string]any{}
-		for _, p := range s.pools {
-			out[p.name] = p.sched.Instances()
+		for _, p := range s.pools.Pools() {
+			out[p.Name()] = p.Instances()
 		}
 		w.Header().Set("content-type", "application/json")
 		json.NewEncoder(w).Encode(out)

@@ -53,26 +53,23 @@ func BenchmarkPreparePick(b *testing.B) {
 	st := newStream(srv, context.Background())
 	st.method, st.path, st.contentType = "POST", "/v1/chat/completions", "application/json"
 	for _, body := range bodies { // warm the message cache
-		st.body = body
-		if _, err := st.prepare(); err != nil {
+		tk, err := routeBody(st, body)
+		if err != nil {
 			b.Fatal(err)
 		}
+		tk.Done()
 	}
 	lat := make([]time.Duration, 0, b.N)
 	b.SetBytes(int64(len(bodies[0])))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		st.body = bodies[i%len(bodies)]
-		r, err := st.prepare()
+		tk, err := routeBody(st, bodies[i%len(bodies)])
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := st.pool.sched.EnqueueAndWait(context.Background(), r); err != nil {
-			b.Fatal(err)
-		}
 		lat = append(lat, time.Since(t0))
-		st.pool.sched.Complete(r)
+		tk.Done()
 	}
 	b.StopTimer()
 	reportLatency(b, lat)
@@ -98,8 +95,8 @@ func benchGRPC(b *testing.B, cfg config.Config, workers int) {
 	ts := start(b, cfg, false)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for _, p := range ts.srv.pools { // shared state running, without health checks
-		go p.store.Run(ctx, p.coord)
+	for _, p := range ts.srv.pools.Pools() { // shared state running, without health checks
+		go p.Store().Run(ctx, p.Coordinator())
 	}
 	body := benchChat(4, 2<<10, "hello")
 	var mu sync.Mutex

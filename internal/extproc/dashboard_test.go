@@ -70,7 +70,7 @@ func TestDashboardMetricsExist(t *testing.T) {
 	c.send(t, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
 		ResponseBody: &extprocv3.HttpBody{Body: []byte("data: {}\n\n"), EndOfStream: true}}})
 	c.close()
-	ts.srv.updateGauges()
+	ts.srv.pools.UpdateGauges()
 	fams, err := ts.reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -138,12 +138,12 @@ var errStreamIdle = status.Error(codes.DeadlineExceeded, "extproc: no message wi
 func (st *stream) expired() *extprocv3.ProcessingResponse {
 	switch st.phase {
 	case phaseRequestBody:
-		st.s.m.rejections.WithLabelValues(limitBodyTimeout).Inc()
+		st.rec.rejected(limitBodyTimeout)
 		return st.fail(errBodyTimeout)
 	case phaseRequestHeaders:
-		st.s.m.rejections.WithLabelValues(limitFirstMessage).Inc()
+		st.rec.rejected(limitFirstMessage)
 	default:
-		st.s.m.rejections.WithLabelValues(limitIdle).Inc()
+		st.rec.rejected(limitIdle)
 	}
 	st.phase = phaseFailed
 	return nil

@@ -150,7 +150,7 @@ func TestFullDuplexRoundTrip(t *testing.T) {
 				t.Fatalf("response headers answered %T", r.GetResponse())
 			}
 			held := func() (n int) {
-				for _, in := range ts.srv.pools[0].sched.Instances() {
+				for _, in := range ts.srv.pools.Pools()[0].Instances() {
 					n += in.PendingTokens
 				}
 				return n
@@ -298,8 +298,8 @@ func TestFullDuplexContentLength(t *testing.T) {
 func TestFullDuplexErrors(t *testing.T) {
 	big := strings.Repeat("x", 40000)
 	unhealthy := func(ts *testServer) {
-		for _, id := range ts.srv.pools[0].addresses() {
-			ts.srv.setHealthy(ts.srv.pools[0], id, false)
+		for _, id := range ts.srv.pools.Pools()[0].Addresses() {
+			ts.srv.pools.Pools()[0].SetHealthy(id, false)
 		}
 	}
 	tests := []struct {

@@ -3,6 +3,10 @@ package extproc
 import (
 	"context"
 	"testing"
+
+	"github.com/dualmap/dualmap/internal/openai"
+	"github.com/dualmap/dualmap/internal/pool"
+	"github.com/dualmap/dualmap/scheduler"
 )
 
 // FuzzBody drives the body phase's work (parse, tokenize, hash, route,
@@ -27,19 +31,37 @@ func FuzzBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, path string, body []byte) {
 		st := newStream(srv, context.Background())
 		st.method, st.path, st.contentType, st.body = "POST", path, "application/json", body
-		r, err := st.prepare()
+		tk, err := routeBody(st, body)
 		if err != nil {
 			if e := classify(err, 0); e.status == 500 {
-				t.Fatalf("prepare(%q) = %v: a 500 for client input", body, err)
+				t.Fatalf("routeBody(%q) = %v: a 500 for client input", body, err)
 			}
 			return
 		}
+		r := tk.Request()
 		if r.Tokens < 0 || (r.Tokens > 0 && len(r.Blocks) == 0) {
-			t.Fatalf("prepare() = %d tokens in %d blocks", r.Tokens, len(r.Blocks))
+			t.Fatalf("routeBody() = %d tokens in %d blocks", r.Tokens, len(r.Blocks))
 		}
-		if _, err := st.pool.sched.EnqueueAndWait(context.Background(), r); err != nil {
-			t.Fatalf("EnqueueAndWait() error = %v", err)
-		}
-		st.pool.sched.Complete(r)
+		tk.Done()
 	})
 }
+
+// routeBody parses st's request with body and routes it through its
+// model's pool with no controls, as the body phase does without the
+// protocol around it.
+func routeBody(st *stream, body []byte) (*pool.Ticket, error) {
+	b, err := openai.Parse(st.method, st.path, st.contentType, body, openai.Limits{MaxBodyBytes: st.s.cfg.Limits.MaxBodyBytes})
+	if err != nil {
+		return nil, err
+	}
+	p, err := st.s.pools.ForModel(b.Model)
+	if err != nil {
+		return nil, err
+	}
+	return p.Route(context.Background(), b, pool.Controls{}, nopObserver{})
+}
+
+// nopObserver observes nothing.
+type nopObserver struct{}
+
+func (nopObserver) Tokenized(*scheduler.Request, error) {}

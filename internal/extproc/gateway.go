@@ -112,17 +112,3 @@ func servedMetadata(md *corev3.Metadata) (string, bool) {
 	}
 	return strings.TrimSpace(v), true
 }
-
-// servedElsewhere records that the pool member id served a request of
-// these blocks (not the instance it was pinned to): its KV cache holds the
-// prompt now, for this router and, through the shared state, the others.
-func (s *Server) servedElsewhere(p *pool, id string, blocks []uint64) {
-	if len(blocks) == 0 {
-		return
-	}
-	if err := p.sched.RecordCached(id, blocks, s.now()); err != nil {
-		s.log.Debug("served endpoint not recorded", "pool", p.name, "instance", id, "error", err)
-		return
-	}
-	p.store.Dispatched(id, blocks)
-}

@@ -15,8 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/dualmap/dualmap/internal/config"
-	"github.com/dualmap/dualmap/internal/coord"
-	"github.com/dualmap/dualmap/internal/state"
+	"github.com/dualmap/dualmap/internal/pool"
 	"github.com/dualmap/dualmap/scheduler"
 )
 
@@ -130,8 +129,8 @@ func TestSubsetHint(t *testing.T) {
 			}
 		})
 	}
-	ts.srv.setHealthy(ts.srv.pools[0], "10.0.0.2:8000", false)
-	ts.srv.setHealthy(ts.srv.pools[0], "10.0.0.4:8000", false)
+	ts.srv.pools.Pools()[0].SetHealthy("10.0.0.2:8000", false)
+	ts.srv.pools.Pools()[0].SetHealthy("10.0.0.4:8000", false)
 	for _, duplex := range []bool{false, true} {
 		for _, tt := range []struct {
 			name string
@@ -223,7 +222,7 @@ func TestServedEndpointMetadata(t *testing.T) {
 				if src == tt.wantSource {
 					want = 1
 				}
-				if got := testutil.ToFloat64(ts.srv.m.servedReports.WithLabelValues(ts.srv.pools[0].name, src)); got != want {
+				if got := testutil.ToFloat64(ts.srv.m.servedReports.WithLabelValues(ts.srv.pools.Pools()[0].Name(), src)); got != want {
 					t.Errorf("dualmap_served_reports_total{source=%q} = %v, want %v", src, got, want)
 				}
 			}
@@ -235,7 +234,7 @@ func instanceState(ts *testServer, id string) (out struct {
 	Healthy      bool
 	CachedBlocks int
 }) {
-	for _, st := range ts.srv.pools[0].sched.Instances() {
+	for _, st := range ts.srv.pools.Pools()[0].Instances() {
 		if st.ID == id {
 			out.Healthy, out.CachedBlocks = st.Healthy, st.CachedBlocks
 		}
@@ -336,9 +335,11 @@ objectives: {critical: 10, batch: -1}
 // SLO header is absent; a value that is not a whole number of milliseconds
 // in range is a 400 naming the header.
 func TestTTFTHeader(t *testing.T) {
-	ts := start(t, parseConfig(t, fourInstances), false)
-	capture := &captureFlow{flow: ts.srv.pools[0].flow}
-	ts.srv.pools[0].flow = capture
+	var capture *captureFlow
+	ts := startWith(t, parseConfig(t, fourInstances), false, Options{Wrap: func(s pool.Scheduler) pool.Scheduler {
+		capture = &captureFlow{Scheduler: s}
+		return capture
+	}})
 	for _, tt := range []struct {
 		value string
 		extra []string
@@ -366,7 +367,7 @@ func TestTTFTHeader(t *testing.T) {
 
 // captureFlow remembers the last request routed.
 type captureFlow struct {
-	flow
+	pool.Scheduler
 	mu  sync.Mutex
 	req *scheduler.Request
 }
@@ -375,7 +376,7 @@ func (c *captureFlow) EnqueueAndWait(ctx context.Context, r *scheduler.Request) 
 	c.mu.Lock()
 	c.req = r
 	c.mu.Unlock()
-	return c.flow.EnqueueAndWait(ctx, r)
+	return c.Scheduler.EnqueueAndWait(ctx, r)
 }
 
 func (c *captureFlow) last() scheduler.Request {
@@ -411,7 +412,7 @@ func TestModelServerCannotNameAnotherInstance(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ts := start(t, parseConfig(t, fourInstances), false)
-			p := ts.srv.pools[0]
+			p := ts.srv.pools.Pools()[0]
 			c := ts.open(t)
 			r := ts.post(t, c, "/v1/chat/completions", chat("m", "a prompt long enough to fill a block or two of the cache index "+tt.name, false))
 			picked := setHeader(r.GetRequestBody().GetResponse().GetHeaderMutation(), "x-gateway-destination-endpoint")
@@ -421,7 +422,7 @@ func TestModelServerCannotNameAnotherInstance(t *testing.T) {
 			c.send(t, tt.resp)
 			c.send(t, respBodyMsg("{}", true))
 			c.close()
-			for _, in := range p.sched.Instances() {
+			for _, in := range p.Instances() {
 				if in.ID == victim && !in.Healthy {
 					t.Errorf("%s marked unhealthy by a header the upstream set", victim)
 				}
@@ -430,7 +431,7 @@ func TestModelServerCannotNameAnotherInstance(t *testing.T) {
 				t.Errorf("upstream errors charged to %s = %g, want 0", victim, got)
 			}
 			var cached int
-			for _, in := range p.sched.Instances() {
+			for _, in := range p.Instances() {
 				if in.ID == victim {
 					cached = in.CachedBlocks
 				}
@@ -503,82 +504,5 @@ func TestSubsetHintEntryLimit(t *testing.T) {
 			t.Errorf("duplex=%v: a hint of 4097 entries answered %v, want 503 with %s: subset", duplex, im, droppedHeader)
 		}
 		c.close()
-	}
-}
-
-// recordingStore is a pool's shared store that keeps the dispatch records
-// it is given, for the tests (the memory store drops them).
-type recordingStore struct {
-	state.Store
-	mu   sync.Mutex
-	recs []coord.Record
-}
-
-func (r *recordingStore) Dispatched(instance string, blocks []uint64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.recs = append(r.recs, coord.Record{Instance: instance, Blocks: slices.Clone(blocks)})
-	r.Store.Dispatched(instance, blocks)
-}
-
-func (r *recordingStore) records() []coord.Record {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.recs)
-}
-
-// When another pool member served than the one pinned, the prompt's record
-// reaches the shared store for the other replicas, not only this router's
-// KV index; a stranger that served is recorded nowhere. Pins
-// servedElsewhere's p.store.Dispatched (left out, the other replicas never
-// learn that the member holds the prompt).
-func TestServedElsewhereReachesSharedStore(t *testing.T) {
-	for _, tt := range []struct {
-		name   string
-		served string // "other": a pool member that is not the pinned one
-		want   bool
-	}{
-		{"another member", "other", true},
-		{"a stranger", "6.6.6.6:80", false},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			ts := start(t, parseConfig(t, fourInstances), false)
-			rs := &recordingStore{Store: ts.srv.pools[0].store}
-			ts.srv.pools[0].store = rs
-			c := ts.open(t)
-			defer c.close()
-			pinned, _ := pinAndMetadata(ts.post(t, c, "/v1/chat/completions", chat("m", tt.name, false)))
-			pinned = strings.Split(pinned, ",")[0]
-			recs := rs.records()
-			if len(recs) != 1 || recs[0].Instance != pinned || len(recs[0].Blocks) == 0 {
-				t.Fatalf("store records after routing = %+v, want one for the pinned %s", recs, pinned)
-			}
-			served := tt.served
-			if served == "other" {
-				served = "10.0.0.1:8000"
-				if pinned == served {
-					served = "10.0.0.2:8000"
-				}
-			}
-			m := respHeadersMsg(false, ":status", "200")
-			withMetadata(m, servedNamespace, servedKey, structpb.NewStringValue(served))
-			c.send(t, m)
-			var got []coord.Record
-			for _, r := range rs.records()[1:] {
-				if r.Instance != served {
-					t.Errorf("store record for %s after %s served, want none but for %s", r.Instance, served, served)
-				}
-				got = append(got, r)
-			}
-			if !tt.want {
-				if len(got) != 0 {
-					t.Errorf("a stranger's serving reached the store: %+v", got)
-				}
-				return
-			}
-			if len(got) != 1 || !slices.Equal(got[0].Blocks, recs[0].Blocks) {
-				t.Errorf("store records for %s after it served = %+v, want one with the prompt's %d blocks", served, got, len(recs[0].Blocks))
-			}
-		})
 	}
 }

@@ -151,11 +151,16 @@ func (c *call) close() {
 	c.cancel()
 }
 
-// post sends a POST with body and returns the body-phase response.
+// post sends a POST request with body and returns the answer to the body, or
+// the immediate response that refused its headers.
 func (ts *testServer) post(t testing.TB, c *call, path, body string, extra ...string) *extprocv3.ProcessingResponse {
 	t.Helper()
 	kv := append([]string{":method", "POST", ":path", path, "content-type", "application/json"}, extra...)
-	if r := c.headers(t, false, kv...); r.GetRequestHeaders() == nil {
+	r := c.headers(t, false, kv...)
+	switch {
+	case r.GetImmediateResponse() != nil:
+		return r // refused in the headers phase (a bad control header)
+	case r.GetRequestHeaders() == nil:
 		t.Fatalf("headers phase answered %T, want RequestHeaders", r.Response)
 	}
 	return c.body(t, body)

@@ -38,9 +38,9 @@ func migrationRun(t *testing.T, reps []*testServer, perReplica int, leases bool)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for i, rep := range reps {
-		p := rep.srv.pools[0]
+		p := rep.srv.pools.Pools()[0]
 		for _, r := range hotspotRequests(perReplica, i*perReplica) {
-			if _, err := p.sched.(*scheduler.Scheduler).Submit(r, nil); err != nil { // queued requests stay queued
+			if _, err := p.Scheduler().(*scheduler.Scheduler).Submit(r, nil); err != nil { // queued requests stay queued
 				t.Fatal(err)
 			}
 		}
@@ -48,7 +48,7 @@ func migrationRun(t *testing.T, reps []*testServer, perReplica int, leases bool)
 	hot := func() (string, int) { // the instance with most queued work, summed over replicas
 		sum := map[string]int{}
 		for _, rep := range reps {
-			for _, st := range rep.srv.pools[0].sched.Instances() {
+			for _, st := range rep.srv.pools.Pools()[0].Instances() {
 				sum[st.ID] += st.QueuedTokens + st.PendingTokens
 			}
 		}
@@ -64,7 +64,7 @@ func migrationRun(t *testing.T, reps []*testServer, perReplica int, leases bool)
 	load := func(id string) int {
 		n := 0
 		for _, rep := range reps {
-			for _, st := range rep.srv.pools[0].sched.Instances() {
+			for _, st := range rep.srv.pools.Pools()[0].Instances() {
 				if st.ID == id {
 					n += st.QueuedTokens + st.PendingTokens
 				}
@@ -78,17 +78,17 @@ func migrationRun(t *testing.T, reps []*testServer, perReplica int, leases bool)
 		// would migrate on stale figures (more moves than one router).
 		loadsExchanged(t, reps, fmt.Sprintf("before round %d", round))
 		for _, rep := range reps {
-			p := rep.srv.pools[0]
+			p := rep.srv.pools.Pools()[0]
 			if leases {
-				p.coord.Rebalance(ctx)
+				p.Coordinator().Rebalance(ctx)
 			} else {
-				p.sched.Apply(p.sched.Plan())
+				p.Scheduler().Apply(p.Scheduler().Plan())
 			}
 		}
 	}
 	var moved uint64
 	for _, rep := range reps {
-		moved += rep.srv.pools[0].sched.(*scheduler.Scheduler).Stats().Migrations
+		moved += rep.srv.pools.Pools()[0].Scheduler().(*scheduler.Scheduler).Stats().Migrations
 	}
 	return moved, load(id), id
 }
@@ -108,7 +108,7 @@ func loadsExchanged(t *testing.T, reps []*testServer, when string) {
 		own := make([]map[string]scheduler.InstanceState, len(reps))
 		for i, rep := range reps {
 			own[i] = map[string]scheduler.InstanceState{}
-			for _, st := range rep.srv.pools[0].sched.Instances() {
+			for _, st := range rep.srv.pools.Pools()[0].Instances() {
 				own[i][st.ID] = st
 			}
 		}
@@ -171,7 +171,6 @@ func TestCoordinatedMigration(t *testing.T) {
 	// pair partner can take the excess); it runs its rebalancer through the
 	// same lease path (a memory store always grants the lease).
 	single := start(t, parseConfig(t, base), false)
-	single.srv.pools[0].shared = true
 	soloMoves, soloAfter, hotID := migrationRun(t, []*testServer{single}, 21, true)
 
 	replicas := func(prefix string) []*testServer {
@@ -181,14 +180,14 @@ func TestCoordinatedMigration(t *testing.T) {
 			rep := start(t, cfg, false)
 			ctx, cancel := context.WithCancel(context.Background())
 			t.Cleanup(cancel)
-			p := rep.srv.pools[0]
-			go p.store.Run(ctx, p.coord) // load exchange without health checks (fake addresses)
+			p := rep.srv.pools.Pools()[0]
+			go p.Store().Run(ctx, p.Coordinator()) // load exchange without health checks (fake addresses)
 			reps = append(reps, rep)
 		}
 		for _, rep := range reps { // each sees the two others
 			rep := rep
 			bounded(t, "the three replicas seeing each other", func() string {
-				if n := rep.srv.pools[0].coord.Stats().Replicas; n != 2 {
+				if n := rep.srv.pools.Pools()[0].Coordinator().Stats().Replicas; n != 2 {
 					return fmt.Sprintf("a replica sees %d others, want 2", n)
 				}
 				return ""

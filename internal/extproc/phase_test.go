@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/dualmap/dualmap/internal/pool"
 	"github.com/dualmap/dualmap/scheduler"
 )
 
@@ -87,8 +88,8 @@ func answers(m message, resp *extprocv3.ProcessingResponse) bool {
 // is healthy.
 func assertIdle(t *testing.T, ts *testServer) {
 	t.Helper()
-	for _, p := range ts.srv.pools {
-		for _, st := range p.sched.Instances() {
+	for _, p := range ts.srv.pools.Pools() {
+		for _, st := range p.Instances() {
 			if st.Running != 0 || st.PendingTokens != 0 || st.QueuedTokens != 0 || st.Queued != 0 {
 				t.Errorf("%s holds load after the stream ended: running %d, pending %d, queued %d (%d tokens)",
 					st.ID, st.Running, st.PendingTokens, st.Queued, st.QueuedTokens)
@@ -400,9 +401,10 @@ func TestUpstreamHostOfAStrangerIgnored(t *testing.T) {
 	}
 }
 
-// fakeFlow dispatches every request at once to 10.0.0.1:8000 (fallback
-// 10.0.0.2:8000) and records the calls.
+// fakeFlow is a scheduler that dispatches every request at once to
+// 10.0.0.1:8000 (fallback 10.0.0.2:8000) and records the calls.
 type fakeFlow struct {
+	pool.Scheduler
 	calls []string
 	held  map[*scheduler.Request]bool
 }
@@ -432,7 +434,7 @@ func (f *fakeFlow) AnyReadyOf(uint64, []string) (string, error) {
 
 // healthSpy records health changes instead of making them.
 type healthSpy struct {
-	membership
+	pool.Scheduler
 	changes []string
 }
 
@@ -442,8 +444,8 @@ func (h *healthSpy) SetHealthy(id string, ok bool) error {
 }
 
 var (
-	_ flow       = (*fakeFlow)(nil)
-	_ membership = (*healthSpy)(nil)
+	_ pool.Scheduler = (*fakeFlow)(nil)
+	_ pool.Scheduler = (*healthSpy)(nil)
 )
 
 // fakeStream is a stream of a server whose pool has a fake scheduler and
@@ -452,14 +454,17 @@ func fakeStream(t *testing.T, responseBody string) (*stream, *fakeFlow, *healthS
 	t.Helper()
 	cfg := parseConfig(t, fourInstances)
 	cfg.Routing.ResponseBody = responseBody
-	srv, err := New(cfg, Options{})
+	var f *fakeFlow
+	var h *healthSpy
+	srv, err := New(cfg, Options{Wrap: func(s pool.Scheduler) pool.Scheduler {
+		h = &healthSpy{Scheduler: s}
+		f = &fakeFlow{Scheduler: h, held: map[*scheduler.Request]bool{}}
+		return f
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	f := &fakeFlow{held: map[*scheduler.Request]bool{}}
-	h := &healthSpy{membership: srv.pools[0].members}
-	srv.pools[0].flow, srv.pools[0].members = f, h
 	return newStream(srv, context.Background()), f, h
 }
 
@@ -539,13 +544,13 @@ func TestStreamCalls(t *testing.T) {
 
 // countingFlow counts the requests a stream routes.
 type countingFlow struct {
-	flow
+	pool.Scheduler
 	routed, dispatched int
 }
 
 func (c *countingFlow) EnqueueAndWait(ctx context.Context, r *scheduler.Request) (scheduler.Decision, error) {
 	c.routed++
-	d, err := c.flow.EnqueueAndWait(ctx, r)
+	d, err := c.Scheduler.EnqueueAndWait(ctx, r)
 	if err == nil {
 		c.dispatched++
 	}
@@ -638,14 +643,17 @@ func FuzzStreamSequence(f *testing.F) {
 		cfg := parseConfig(f, fourInstances)
 		cfg.Routing.ResponseBody = rb
 		cfg.Limits.MaxBodyBytes = 4096 // so that chunks cross it
-		srv, err := New(cfg, Options{})
+		fx := fixture{duplex: duplex != ""}
+		srv, err := New(cfg, Options{Wrap: func(s pool.Scheduler) pool.Scheduler {
+			fx.spy = &healthSpy{Scheduler: s}
+			fx.flow = &countingFlow{Scheduler: fx.spy}
+			return fx.flow
+		}})
 		if err != nil {
 			f.Fatal(err)
 		}
 		defer srv.Close()
-		p := srv.pools[0]
-		fx := fixture{srv: srv, flow: &countingFlow{flow: p.flow}, spy: &healthSpy{membership: p.members}, duplex: duplex != ""}
-		p.flow, p.members = fx.flow, fx.spy
+		fx.srv = srv
 		fixtures = append(fixtures, fx)
 	}
 	f.Fuzz(func(t *testing.T, mode byte, seq []byte) {
@@ -653,11 +661,11 @@ func FuzzStreamSequence(f *testing.F) {
 			seq = seq[:64]
 		}
 		fx := fixtures[int(mode)%len(fixtures)]
-		p := fx.srv.pools[0]
+		p := fx.srv.pools.Pools()[0]
+		for _, id := range p.Addresses() { // every instance up again, as a probe would
+			p.SetHealthy(id, true)
+		}
 		fx.flow.routed, fx.flow.dispatched, fx.spy.changes = 0, 0, nil
-		p.mu.Lock()
-		clear(p.health)
-		p.mu.Unlock()
 		st := newStream(fx.srv, context.Background())
 		over := false   // an immediate response was sent, or a message refused
 		var sent []byte // request body bytes accepted
@@ -727,7 +735,7 @@ func FuzzStreamSequence(f *testing.F) {
 		if len(fx.spy.changes) > 0 && fx.flow.dispatched == 0 {
 			t.Fatalf("health changed (%v) by a stream that dispatched nothing", fx.spy.changes)
 		}
-		for _, in := range p.sched.Instances() {
+		for _, in := range p.Instances() {
 			if in.Running != 0 || in.PendingTokens != 0 || in.QueuedTokens != 0 || in.Queued != 0 {
 				t.Fatalf("%s holds load after the stream ended: %+v", in.ID, in)
 			}

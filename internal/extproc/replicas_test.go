@@ -1,7 +1,6 @@
 package extproc
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -10,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dualmap/dualmap/internal/openai"
+	"github.com/dualmap/dualmap/internal/pool"
 	"github.com/dualmap/dualmap/scheduler"
 )
 
@@ -99,7 +100,7 @@ func TestRedisRestartMidRun(t *testing.T) {
 	probe := strings.Repeat("after the restart ", 200)
 	first := send(a, probe)
 	waitFor(t, "b learns a's dispatch after the Redis restart", func() bool {
-		d, err := bb.srv.pools[0].sched.(*scheduler.Scheduler).Pick(probeRequest(t, bb, probe))
+		d, err := bb.srv.pools.Pools()[0].Scheduler().(*scheduler.Scheduler).Pick(probeRequest(t, bb, probe))
 		return err == nil && d.Instance == first && d.CachedTokens > 0
 	})
 }
@@ -136,7 +137,7 @@ func TestReplicasShareStateThroughRedis(t *testing.T) {
 	}
 	waitFor(t, "replicas 1 and 2 see the prefix cached on "+first, func() bool {
 		for _, rep := range reps[1:] {
-			for _, st := range rep.srv.pools[0].sched.Instances() {
+			for _, st := range rep.srv.pools.Pools()[0].Instances() {
 				if st.ID == first && st.CachedBlocks == 0 {
 					return false
 				}
@@ -145,7 +146,7 @@ func TestReplicasShareStateThroughRedis(t *testing.T) {
 		return true
 	})
 	waitFor(t, "replica 1 sees replica 0's load on "+first, func() bool {
-		for _, st := range reps[1].srv.pools[0].sched.Instances() {
+		for _, st := range reps[1].srv.pools.Pools()[0].Instances() {
 			if st.ID == first {
 				return st.Remote.Running == 1
 			}
@@ -168,9 +169,11 @@ func TestReplicasShareStateThroughRedis(t *testing.T) {
 
 // probeRequest tokenizes a chat the way the body phase does.
 func probeRequest(t *testing.T, ts *testServer, user string) *scheduler.Request {
-	st := newStream(ts.srv, context.Background())
-	st.method, st.path, st.contentType, st.body = "POST", "/v1/chat/completions", "application/json", []byte(chat("m", user, false))
-	r, err := st.prepare()
+	body, err := openai.Parse("POST", "/v1/chat/completions", "application/json", []byte(chat("m", user, false)), openai.Limits{MaxBodyBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ts.srv.pools.Pools()[0].Tokenize(body, pool.Controls{})
 	if err != nil {
 		t.Fatal(err)
 	}

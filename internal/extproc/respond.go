@@ -14,14 +14,13 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/dualmap/dualmap/internal/openai"
+	"github.com/dualmap/dualmap/internal/pool"
 	"github.com/dualmap/dualmap/scheduler"
 )
 
 // Errors of the router itself (the body parser has its own, openai.Error).
 var (
-	errModelNotFound = errors.New("extproc: no pool serves this model")
-	errBadSLO        = errors.New("extproc: bad SLO header")
-	errTokenize      = errors.New("extproc: tokenization failed")
+	errBadSLO = errors.New("extproc: bad SLO header")
 )
 
 // Errors of the bounds on the router's memory (limits.max_streams,
@@ -73,7 +72,7 @@ func classify(err error, retryAfter time.Duration) httpError {
 		return httpError{status: oe.Status, kind: kind, body: oe.JSON()}
 	}
 	switch {
-	case errors.Is(err, errModelNotFound):
+	case errors.Is(err, pool.ErrModelNotFound):
 		return httpError{status: 404, kind: "model_not_found", body: errorJSON(err.Error(), "invalid_request_error", "model", "model_not_found")}
 	case errors.Is(err, errBadSLO):
 		return httpError{status: 400, kind: "bad_request", body: errorJSON(err.Error(), "invalid_request_error", "", "bad_slo")}
@@ -109,7 +108,7 @@ func classify(err error, retryAfter time.Duration) httpError {
 			body: errorJSON("the route is misconfigured; see the router's log", "service_unavailable", "", "route_misconfigured")}
 	case errors.Is(err, errBadPriority):
 		return httpError{status: 400, kind: "bad_request", body: errorJSON(err.Error(), "invalid_request_error", "", "bad_priority")}
-	case errors.Is(err, errTokenize):
+	case errors.Is(err, pool.ErrTokenize):
 		return httpError{status: 400, kind: "tokenize", body: errorJSON(err.Error(), "invalid_request_error", "", "tokenize")}
 	}
 	return httpError{status: 500, kind: "internal", body: errorJSON("internal router error", "server_error", "", "internal")}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/dualmap/dualmap/internal/pool"
 	"github.com/dualmap/dualmap/scheduler"
 )
 
@@ -21,10 +22,10 @@ func TestClassify(t *testing.T) {
 		kind   string
 		code   string
 	}{
-		{errModelNotFound, 404, "model_not_found", "model_not_found"},
+		{pool.ErrModelNotFound, 404, "model_not_found", "model_not_found"},
 		{errBadSLO, 400, "bad_request", "bad_slo"},
 		{errBadPriority, 400, "bad_request", "bad_priority"},
-		{errTokenize, 400, "tokenize", "tokenize"},
+		{pool.ErrTokenize, 400, "tokenize", "tokenize"},
 		{errSubset, 503, "subset", "no_endpoint_in_subset"},
 		{errRouteSetting, 503, "route_setting", "route_misconfigured"},
 		{scheduler.ErrShed, 429, "shed", "shed"},

@@ -16,6 +16,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/dualmap/dualmap/internal/config"
+	"github.com/dualmap/dualmap/internal/hashing"
+	"github.com/dualmap/dualmap/internal/pool"
 )
 
 // Route settings: what Envoy says about the route of one ext_proc stream,
@@ -363,23 +365,23 @@ func newRouteMetrics(reg prometheus.Registerer) *routeMetrics {
 }
 
 // readRouteSettings reads the stream's settings from its gRPC metadata and
-// the request headers message's forwarded metadata into st.rs.
-func (st *stream) readRouteSettings(meta *corev3.Metadata) error {
+// the request headers message's forwarded metadata.
+func (st *stream) readRouteSettings(meta *corev3.Metadata) (routeSettings, error) {
 	md, _ := metadata.FromIncomingContext(st.ctx)
 	var buf [8]setting
 	s := st.s
 	in, err := collectSettings(md, meta, buf[:0])
 	if err != nil {
 		s.misconfigured(err)
-		return err
+		return routeSettings{}, err
 	}
 	if len(in) == 0 {
-		return nil
+		return routeSettings{}, nil
 	}
-	rs, unknown, err := parseSettings(in, func(name string) bool { return s.poolNamed(name) != nil }, s.cfg.SLOFor)
+	rs, unknown, err := parseSettings(in, func(name string) bool { return s.pools.Named(name) != nil }, s.cfg.SLOFor)
 	if err != nil {
 		s.misconfigured(err)
-		return err
+		return routeSettings{}, err
 	}
 	for _, u := range unknown {
 		s.rm.unknown.WithLabelValues(u.source).Inc()
@@ -387,8 +389,7 @@ func (st *stream) readRouteSettings(meta *corev3.Metadata) error {
 			s.log.Warn("unknown route setting from envoy; ignored", "route", rs.route, "source", u.source, "key", boundKey(u.key))
 		}
 	}
-	st.rs = rs
-	return nil
+	return rs, nil
 }
 
 // misconfigured logs a route setting the router cannot use, once per
@@ -400,81 +401,85 @@ func (s *Server) misconfigured(err error) {
 	}
 }
 
-// poolNamed returns the pool called name, or nil.
-func (s *Server) poolNamed(name string) *pool {
-	for _, p := range s.pools {
-		if p.name == name {
-			return p
+// sessionHeaderOr is the route's session-affinity header, else def ("" off).
+func (rs *routeSettings) sessionHeaderOr(def string) string {
+	if rs.sessionHeader != "" {
+		return rs.sessionHeader
+	}
+	return def
+}
+
+// controls are one request's routing controls, decided once, in the
+// headers phase, from the route settings and the client's headers; the
+// body phase and the response only read them.
+type controls struct {
+	rs   routeSettings
+	pool *pool.Pool // the pool the route names, or nil: by the body's model
+	// route: what the pool routes by: the SLO (never 0 for an inference
+	// request), priority, session key and the gateway's subset hint
+	// (gateway.go; nil: none).
+	route pool.Controls
+}
+
+// askedControls are what the client's headers ask for, as sent.
+type askedControls struct {
+	slo, ttft, priority, objective, session string
+}
+
+// decideControls resolves the request's SLO, priority and session from
+// the route and the client's headers (asked), counting the headers the
+// route did not let through. The client's SLO is x-dualmap-slo, else
+// x-llm-d-slo-ttft-ms (whole milliseconds); its priority the
+// routing.priority_header value, else the priority configured for the
+// inference objective it names (x-llm-d-inference-objective). Both are
+// held to what the route allows. A header that cannot be read is the
+// client's error (400).
+func (s *Server) decideControls(c *controls, asked askedControls) error {
+	cfg := &s.cfg
+	slo := asked.slo
+	if slo == "" && asked.ttft != "" {
+		d, err := config.TTFTMillis(asked.ttft)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errBadSLO, err)
 		}
+		slo = d.String()
+	}
+	d, ignored, err := c.rs.sloFor(cfg, slo)
+	if err != nil {
+		return err
+	}
+	if ignored {
+		s.rm.ignored.WithLabelValues("slo").Inc()
+	}
+	prio, ignored, err := c.rs.priorityFor(cfg, asked.priority)
+	if err != nil {
+		return err
+	}
+	if asked.priority == "" && asked.objective != "" {
+		prio, ignored = c.rs.objectivePriority(cfg.PriorityOf(asked.objective))
+	}
+	if ignored {
+		s.rm.ignored.WithLabelValues("priority").Inc()
+	}
+	c.route.SLO, c.route.Priority = d, prio
+	if asked.session != "" {
+		c.route.Session = hashing.SessionKey(asked.session)
 	}
 	return nil
-}
-
-// routePool is the pool the route names, or nil.
-func (st *stream) routePool() *pool {
-	if st.rs.pool == "" {
-		return nil
-	}
-	return st.s.poolNamed(st.rs.pool)
-}
-
-// sessionHeader is the stream's session-affinity header ("" off).
-func (st *stream) sessionHeader() string {
-	if st.rs.sessionHeader != "" {
-		return st.rs.sessionHeader
-	}
-	return st.s.cfg.Routing.SessionHeader
-}
-
-// requestControls resolves the request's SLO and priority from the route
-// and the client's headers, counting the headers the route did not let
-// through. The client's SLO is x-dualmap-slo, else x-llm-d-slo-ttft-ms
-// (whole milliseconds); its priority the routing.priority_header value,
-// else the priority configured for the inference objective it names
-// (x-llm-d-inference-objective). Both are held to what the route allows.
-func (st *stream) requestControls() (time.Duration, error) {
-	cfg := &st.s.cfg
-	asked := st.sloHeader
-	if asked == "" && st.ttftHeader != "" {
-		d, err := config.TTFTMillis(st.ttftHeader)
-		if err != nil {
-			return 0, fmt.Errorf("%w: %v", errBadSLO, err)
-		}
-		asked = d.String()
-	}
-	slo, ignored, err := st.rs.sloFor(cfg, asked)
-	if err != nil {
-		return 0, err
-	}
-	if ignored {
-		st.s.rm.ignored.WithLabelValues("slo").Inc()
-	}
-	prio, ignored, err := st.rs.priorityFor(cfg, st.priorityHeader)
-	if err != nil {
-		return 0, err
-	}
-	if st.priorityHeader == "" && st.objective != "" {
-		prio, ignored = st.rs.objectivePriority(cfg.PriorityOf(st.objective))
-	}
-	if ignored {
-		st.s.rm.ignored.WithLabelValues("priority").Inc()
-	}
-	st.slo, st.priority = slo, prio
-	return slo, nil
 }
 
 // routeDebugHeaders are the debug response headers of the route's
 // settings as applied to this request.
 func (st *stream) routeDebugHeaders() []*corev3.HeaderValueOption {
 	h := []*corev3.HeaderValueOption{
-		header("x-dualmap-slo-ms", strconv.FormatInt(st.slo.Milliseconds(), 10)),
-		header("x-dualmap-priority", strconv.Itoa(st.priority)),
+		header("x-dualmap-slo-ms", strconv.FormatInt(st.ctl.route.SLO.Milliseconds(), 10)),
+		header("x-dualmap-priority", strconv.Itoa(st.ctl.route.Priority)),
 	}
 	if st.pool != nil {
-		h = append(h, header("x-dualmap-pool", st.pool.name))
+		h = append(h, header("x-dualmap-pool", st.pool.Name()))
 	}
-	if st.rs.route != "" {
-		h = append(h, header("x-dualmap-route", st.rs.route))
+	if st.ctl.rs.route != "" {
+		h = append(h, header("x-dualmap-route", st.ctl.rs.route))
 	}
 	return h
 }

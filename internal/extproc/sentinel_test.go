@@ -86,7 +86,7 @@ state:
 			done := make(chan struct{})
 			go func() { srv.Run(ctx); close(done) }()
 			defer func() { cancel(); <-done; srv.Close() }()
-			up := func() bool { return srv.pools[0].store.Stats().Up }
+			up := func() bool { return srv.pools.Pools()[0].Store().Stats().Up }
 			if tt.up {
 				waitFor(t, "the store is up through the Sentinel", up)
 				return

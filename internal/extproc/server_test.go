@@ -160,7 +160,8 @@ func TestSLOHeaderAndSession(t *testing.T) {
 	ts := start(t, parseConfig(t, fourInstances), false)
 	c := ts.open(t)
 	defer c.close()
-	r := ts.post(t, c, "/v1/chat/completions", chat("m", "hi", false), "x-dualmap-slo", "soon")
+	// Refused in the headers phase (controls_test.go), before the body.
+	r := c.headers(t, false, ":method", "POST", ":path", "/v1/chat/completions", "content-type", "application/json", "x-dualmap-slo", "soon")
 	if im := r.GetImmediateResponse(); im == nil || im.Status.Code != 400 {
 		t.Fatalf("bad SLO header: %v, want 400", r)
 	}
@@ -181,9 +182,9 @@ func TestSLOHeaderAndSession(t *testing.T) {
 
 func TestNoHealthyInstance(t *testing.T) {
 	ts := start(t, parseConfig(t, fourInstances), false)
-	for _, p := range ts.srv.pools {
-		for _, id := range p.addresses() {
-			ts.srv.setHealthy(p, id, false)
+	for _, p := range ts.srv.pools.Pools() {
+		for _, id := range p.Addresses() {
+			p.SetHealthy(id, false)
 		}
 	}
 	c := ts.open(t)
@@ -205,7 +206,7 @@ func TestUpstreamFailureTakesInstanceOut(t *testing.T) {
 	dest := strings.Split(setHeader(r.GetRequestBody().GetResponse().GetHeaderMutation(), "x-gateway-destination-endpoint"), ",")[0]
 	c.responseHeaders(t, "503")
 	c.close()
-	for _, st := range ts.srv.pools[0].sched.Instances() {
+	for _, st := range ts.srv.pools.Pools()[0].Instances() {
 		if st.ID == dest && st.Healthy {
 			t.Fatalf("%s still healthy after a 503", dest)
 		}
@@ -319,7 +320,7 @@ health: {interval: 20ms, timeout: 200ms, backoff: 50ms}
 `)
 	ts := start(t, cfg, true)
 	healthy := func() bool {
-		for _, st := range ts.srv.pools[0].sched.Instances() {
+		for _, st := range ts.srv.pools.Pools()[0].Instances() {
 			if st.ID == addr {
 				return st.Healthy
 			}
@@ -356,7 +357,7 @@ health: {interval: 50ms}
 `)
 	ts := start(t, cfg, true)
 	waitFor(t, "instances resolved from localhost", func() bool {
-		for _, st := range ts.srv.pools[0].sched.Instances() {
+		for _, st := range ts.srv.pools.Pools()[0].Instances() {
 			if st.ID == "127.0.0.1:"+port && st.Healthy {
 				return true
 			}
@@ -369,37 +370,6 @@ health: {interval: 50ms}
 	dest := setHeader(r.GetRequestBody().GetResponse().GetHeaderMutation(), "x-gateway-destination-endpoint")
 	if !strings.Contains(dest, ":"+port) {
 		t.Errorf("destination = %q, want an address from DNS with port %s", dest, port)
-	}
-}
-
-// Failures during one outage do not escalate the backoff; a failure after
-// the instance came back (flapping) doubles it.
-func TestBackoffEscalatesOnFlapsOnly(t *testing.T) {
-	ts := start(t, parseConfig(t, fourInstances+"health: {backoff: 2s, max_backoff: 1m}\n"), false)
-	p := ts.srv.pools[0]
-	id := "10.0.0.1:8000"
-	backoff := func() time.Duration {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.healthOf(id).backoff
-	}
-	for i := 0; i < 6; i++ { // six requests in flight fail in one outage
-		ts.srv.upstreamFailed(p, id)
-	}
-	if b := backoff(); b != 2*time.Second {
-		t.Fatalf("backoff after one outage = %v, want 2s", b)
-	}
-	p.mu.Lock()
-	p.healthOf(id).down = false // the health check brought it back
-	p.mu.Unlock()
-	ts.srv.upstreamFailed(p, id)
-	if b := backoff(); b != 4*time.Second {
-		t.Errorf("backoff after a flap = %v, want 4s", b)
-	}
-	for _, st := range p.sched.Instances() {
-		if st.ID == id && st.Healthy {
-			t.Error("failed instance still healthy in the scheduler")
-		}
 	}
 }
 
@@ -420,7 +390,7 @@ func TestFallbackServedMarksPrimaryDown(t *testing.T) {
 	if len(removed) != 1 || removed[0] != "x-dualmap-upstream-host" {
 		t.Errorf("response headers remove %v, want x-dualmap-upstream-host", removed)
 	}
-	for _, st := range ts.srv.pools[0].sched.Instances() {
+	for _, st := range ts.srv.pools.Pools()[0].Instances() {
 		if st.ID == parts[0] && st.Healthy {
 			t.Errorf("primary %s still healthy after Envoy fell back to %s", parts[0], parts[1])
 		}
@@ -440,7 +410,7 @@ func TestResponseBodyNoneUsesHeaders(t *testing.T) {
 	defer c.close()
 	ts.post(t, c, "/v1/chat/completions", chat("m", "hi", true))
 	c.responseHeaders(t, "200")
-	for _, st := range ts.srv.pools[0].sched.Instances() {
+	for _, st := range ts.srv.pools.Pools()[0].Instances() {
 		if st.PendingTokens != 0 {
 			t.Errorf("%s still has %d pending prefill tokens after the stream's headers", st.ID, st.PendingTokens)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dualmap/dualmap/internal/pool"
 	"github.com/dualmap/dualmap/scheduler"
 )
 
@@ -59,7 +60,7 @@ func TestRetryAfter(t *testing.T) {
 		{"queue timeout, 2.6 s", scheduler.ErrQueueTimeout, 2600 * time.Millisecond, "3"},
 		{"late, 200 ms rounds up to 1", scheduler.ErrLate, 200 * time.Millisecond, "1"},
 		{"bad SLO", errBadSLO, time.Second, ""},
-		{"tokenizer", errTokenize, time.Second, ""},
+		{"tokenizer", pool.ErrTokenize, time.Second, ""},
 		{"internal", fmt.Errorf("boom"), time.Second, ""},
 	}
 	for _, tt := range tests {

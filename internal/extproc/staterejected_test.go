@@ -8,7 +8,7 @@ import (
 // and was not used are on the router's metrics, one series per reason.
 func TestStateRejectedMetric(t *testing.T) {
 	ts := start(t, parseConfig(t, fourInstances), false)
-	ts.srv.updateGauges()
+	ts.srv.pools.UpdateGauges()
 	mfs, err := ts.reg.Gather()
 	if err != nil {
 		t.Fatal(err)

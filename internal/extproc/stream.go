@@ -2,7 +2,6 @@ package extproc
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -13,29 +12,14 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/dualmap/dualmap/internal/config"
-	"github.com/dualmap/dualmap/internal/hashing"
 	"github.com/dualmap/dualmap/internal/openai"
-	"github.com/dualmap/dualmap/internal/tokenize"
+	"github.com/dualmap/dualmap/internal/pool"
 	"github.com/dualmap/dualmap/scheduler"
 )
 
-// flow is what a stream needs from its pool's scheduler: route a request
-// (waiting in the router queue if need be), report its progress, and pin a
-// request that carries no prompt. Called concurrently by every stream;
-// EnqueueAndWait blocks until the request is dispatched, shed or ctx ends,
-// the others do not block. EnqueueAndWait withdraws the request on every
-// error path, so a stream only ever holds a dispatched request, and
-// Complete releases it.
-type flow interface {
-	EnqueueAndWait(ctx context.Context, r *scheduler.Request) (scheduler.Decision, error)
-	FirstToken(r *scheduler.Request)
-	Complete(r *scheduler.Request)
-	AnyReadyOf(n uint64, only []string) (string, error)
-}
-
-// owed is what a stream still owes its scheduler about the request it
-// routed: the progress reports that release the request's load. Every
-// state but owesNothing holds the request's load until Complete.
+// owed is what a stream still owes its pool about the request it routed:
+// the progress reports on its ticket. Every state but owesNothing holds
+// the request's load until the ticket is Done.
 type owed uint8
 
 const (
@@ -54,19 +38,11 @@ type stream struct {
 	ctx   context.Context
 	phase phase
 
+	// The request's head, read in the headers phase: what the body's parser
+	// needs, and the request's controls, decided there.
 	method, path, contentType string
-	sloHeader, session        string
-	ttftHeader                string      // x-llm-d-slo-ttft-ms
-	objective                 string      // x-llm-d-inference-objective (or the older name)
-	subset                    []string    // the gateway's subset hint (gateway.go)
 	kind                      openai.Kind // of method and path
-
-	// Route settings (routesettings.go): from Envoy, and the request's
-	// controls they resolve.
-	rs             routeSettings
-	priorityHeader string
-	slo            time.Duration // resolved by requestControls
-	priority       int           // resolved by requestControls
+	ctl                       controls
 	// The request body: size bytes so far, of which body holds those of an
 	// inference request (the others are not read) until it is routed; held
 	// of them are reserved in the server's bounds.
@@ -87,18 +63,17 @@ type stream struct {
 	trailersFollow bool // the body ended without end_of_stream: request trailers may follow the pin
 	echo           echo // what is still owed after the last answer
 
-	pool       *pool              // set by prepare
-	streaming  bool               // set by prepare
-	req        *scheduler.Request // the routed request, from its dispatch
-	dec        scheduler.Decision // where it went
-	dispatched time.Time          // when it went
-	owes       owed
-	tr         *reqTrace // nil when tracing is off (trace.go)
-	usage      usageScan // the engine's reported prefix reuse (usage.go)
+	// The routing, from the body phase on.
+	pool      *pool.Pool   // the request's pool: the route's, or its model's
+	streaming bool         // the body asks for a streamed response
+	tk        *pool.Ticket // the dispatched request, or nil
+	owes      owed
+	usage     usageScan // the engine's reported prefix reuse (usage.go)
+	rec       recorder  // the request's metrics and trace (record.go)
 }
 
 func newStream(s *Server, ctx context.Context) *stream {
-	return &stream{s: s, ctx: ctx, declared: -1, opened: time.Now()}
+	return &stream{s: s, ctx: ctx, declared: -1, opened: time.Now(), rec: recorder{s: s}}
 }
 
 // handle answers one message with exactly one response of the matching
@@ -137,7 +112,7 @@ func (st *stream) handle(req *extprocv3.ProcessingRequest) (*extprocv3.Processin
 // refuse ends the stream's processing: m is not accepted in this phase.
 func (st *stream) refuse(m message) error {
 	err := &protocolError{msg: m, phase: st.phase}
-	st.s.m.streamErrors.WithLabelValues(st.phase.String()).Inc()
+	st.rec.refused(st.phase)
 	st.phase = phaseFailed
 	return err
 }
@@ -153,16 +128,17 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata
 	if st.phase != phaseRequestHeaders {
 		return nil, st.refuse(msgRequestHeaders)
 	}
-	if err := st.readRouteSettings(md); err != nil {
+	rs, err := st.readRouteSettings(md)
+	if err != nil {
 		return st.fail(err), nil
 	}
 	subset, err := subsetHint(md)
 	if err != nil {
 		return st.fail(err), nil
 	}
-	st.subset = subset
 	cfg := &st.s.cfg.Routing
-	sessionHeader := st.sessionHeader()
+	sessionHeader := rs.sessionHeaderOr(cfg.SessionHeader)
+	var asked askedControls
 	for _, kv := range h.GetHeaders().GetHeaders() {
 		switch strings.ToLower(kv.GetKey()) {
 		case ":method":
@@ -176,27 +152,36 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata
 		case "content-type":
 			st.contentType = headerValue(kv)
 		case cfg.SLOHeader:
-			st.sloHeader = headerValue(kv)
+			asked.slo = headerValue(kv)
 		case ttftHeader:
-			st.ttftHeader = headerValue(kv)
+			asked.ttft = headerValue(kv)
 		case objectiveHeader, legacyObjectiveHeader:
-			st.objective = headerValue(kv)
+			asked.objective = headerValue(kv)
 		case sessionHeader:
 			if sessionHeader != "" {
-				st.session = headerValue(kv)
+				asked.session = headerValue(kv)
 			}
 		case cfg.PriorityHeader:
-			st.priorityHeader = headerValue(kv)
+			asked.priority = headerValue(kv)
 		}
 	}
 	st.kind = openai.Classify(st.method, st.path)
-	st.traceStart(h)
+	st.rec.started(st.ctx, h, st.method, st.path)
+	// The controls are decided here, once: a bad one is refused before
+	// any body chunk is kept. A request that carries no prompt has none
+	// but its route's pool and the subset.
+	st.ctl = controls{rs: rs, pool: st.s.pools.Named(rs.pool), route: pool.Controls{Only: subset}}
+	if st.kind != openai.KindOther {
+		if err := st.s.decideControls(&st.ctl, asked); err != nil {
+			return st.fail(err), nil
+		}
+	}
 	if h.GetEndOfStream() {
 		return st.routeAny(), nil
 	}
 	if limit := st.s.cfg.Limits.MaxBodyBytes; st.declared > limit {
 		// Answered before Envoy sends (and buffers) the body.
-		st.s.m.rejections.WithLabelValues(limitBody).Inc()
+		st.rec.rejected(limitBody)
 		return st.fail(bodyTooLarge(limit)), nil
 	}
 	// A client-supplied destination never survives: strip it now, and the
@@ -217,18 +202,15 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata
 // say little about serving inference, and the active health checks watch
 // the instance anyway.
 func (st *stream) routeAny() *extprocv3.ProcessingResponse {
-	p := st.routePool()
+	p := st.ctl.pool
 	if p == nil {
-		p = st.s.def
+		p = st.s.pools.Default()
 	}
-	if p == nil {
-		p = st.s.pools[0]
-	}
-	id, err := p.flow.AnyReadyOf(st.s.seq.Add(1), st.subset)
+	id, err := p.Pin(st.ctl.route.Only)
 	if err != nil {
 		return st.fail(err)
 	}
-	st.s.m.decisions.WithLabelValues(p.name, p.policy, "any").Inc()
+	st.rec.pinned(p)
 	return st.forward(scheduler.Decision{Instance: id})
 }
 
@@ -288,7 +270,7 @@ func (st *stream) onRequestBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingRes
 func (st *stream) collect(chunk []byte, eos bool) *extprocv3.ProcessingResponse {
 	limit := st.s.cfg.Limits.MaxBodyBytes
 	if len(chunk) > limit-st.size {
-		st.s.m.rejections.WithLabelValues(limitBody).Inc()
+		st.rec.rejected(limitBody)
 		return st.fail(bodyTooLarge(limit))
 	}
 	st.size += len(chunk)
@@ -296,7 +278,7 @@ func (st *stream) collect(chunk []byte, eos bool) *extprocv3.ProcessingResponse 
 		return nil
 	}
 	if limit := st.s.bounds.reserve(st.client, len(chunk)); limit != "" {
-		st.s.m.rejections.WithLabelValues(limit).Inc()
+		st.rec.rejected(limit)
 		return st.fail(errBufferFull)
 	}
 	st.held += len(chunk)
@@ -329,45 +311,78 @@ func (st *stream) bodyEnded(eos bool) *extprocv3.ProcessingResponse {
 	return resp
 }
 
-// route parses and tokenizes the body and routes the request, waiting in
-// the router queue if need be; it answers with the pin, or with the error.
-// A nil answer means the stream is gone.
+// route parses the body and routes the request through its pool, waiting
+// in the router queue if need be; it answers with the pin, or with the
+// error. A nil answer means the stream is gone.
 func (st *stream) route() *extprocv3.ProcessingResponse {
 	start := time.Now()
-	r, err := st.prepare()
-	if !st.duplex {
-		st.dropBody() // what routing needs of it is in r
+	body, err := openai.Parse(st.method, st.path, st.contentType, st.body, openai.Limits{MaxBodyBytes: st.s.cfg.Limits.MaxBodyBytes})
+	if err == nil {
+		st.pool = st.ctl.pool
+		if st.pool == nil {
+			st.pool, err = st.s.pools.ForModel(body.Model)
+		}
 	}
-	st.s.m.tokenize.Observe(time.Since(start).Seconds())
-	st.traceTokenized(start, r, err)
 	if err != nil {
+		if !st.duplex {
+			st.dropBody()
+		}
+		st.rec.tokenized(start, st.kind, st.pool, nil, err)
 		return st.fail(err)
 	}
-	p := st.pool
-	start = time.Now()
-	dec, err := p.flow.EnqueueAndWait(st.ctx, r)
-	st.traceDecided(start, r, dec, err)
-	if err != nil {
-		st.s.m.observeShed(p.name, err)
-		// The scheduler holds nothing of a request it shed or that was
+	st.streaming = body.Stream
+	st.rec.model(body.Model)
+	obs := observer{rec: st.rec, start: start, kind: st.kind, pool: st.pool, bounds: st.s.bounds, client: st.client}
+	if !st.duplex { // let go of the body once tokenized: what routing needs of it is in the request
+		obs.held, st.held = st.held, 0
+	}
+	tk, err := st.pool.Route(st.ctx, body, st.ctl.route, &obs)
+	if !st.duplex {
+		st.body = nil
+		st.s.bounds.release(st.client, obs.held) // if Tokenized did not
+	}
+	switch {
+	case err != nil && obs.decideAt.IsZero():
+		return st.fail(err) // parse or tokenization
+	case err != nil:
+		// The pool holds nothing of a request it shed or that was
 		// cancelled while waiting.
+		e := st.rec.shed(st.pool, obs.decideAt, err)
 		if st.ctx.Err() != nil {
 			st.phase = phaseFailed
 			return nil // the stream is gone
 		}
-		return st.fail(err)
+		return st.failWith(e, err)
 	}
-	st.req, st.dec, st.dispatched, st.owes = r, dec, time.Now(), owesResponse
-	if dec.Waited > 0 {
-		st.s.m.queueWait.WithLabelValues(p.name).Observe(dec.Waited.Seconds())
+	st.tk, st.owes = tk, owesResponse
+	st.rec.decided(st.pool, obs.decideAt, tk)
+	return st.forward(tk.Decision())
+}
+
+// observer is the stream's pool.Observer for one Route call. It holds
+// copies of what it needs, not the stream (which then stays on its
+// goroutine's stack): the recorder, and the body bytes it gives back to
+// the server's budget once the prompt is tokenized (0 in full duplex,
+// where the body is held until echoed).
+type observer struct {
+	rec      recorder
+	start    time.Time // the body's parse began
+	kind     openai.Kind
+	pool     *pool.Pool
+	bounds   *bounds
+	client   string
+	held     int       // body bytes still reserved for the stream
+	decideAt time.Time // the tokenized request went to the scheduler (zero: tokenization failed)
+}
+
+// Tokenized implements pool.Observer.
+func (o *observer) Tokenized(r *scheduler.Request, err error) {
+	o.bounds.release(o.client, o.held)
+	o.held = 0
+	o.rec.tokenized(o.start, o.kind, o.pool, r, err)
+	if err == nil {
+		o.decideAt = time.Now()
 	}
-	st.s.m.decide.Observe((time.Since(start) - dec.Waited).Seconds())
-	p.store.Dispatched(dec.Instance, r.Blocks) // for the other replicas' cache index
-	st.s.m.decisions.WithLabelValues(p.name, p.policy, dec.Reason.String()).Inc()
-	st.s.m.promptTok.WithLabelValues(p.name).Add(float64(r.Tokens))
-	st.s.m.cachedTok.WithLabelValues(p.name).Add(float64(dec.CachedTokens))
-	st.observeDecision()
-	return st.forward(dec)
 }
 
 // onRequestTrailers ends a request whose body had no end-of-stream message
@@ -391,46 +406,6 @@ func (st *stream) onRequestTrailers() (*extprocv3.ProcessingResponse, error) {
 	return st.fail(errTrailersUnrouted), nil
 }
 
-// prepare parses the body and tokenizes the prompt into a scheduler request.
-func (st *stream) prepare() (*scheduler.Request, error) {
-	cfg := st.s.cfg
-	body, err := openai.Parse(st.method, st.path, st.contentType, st.body, openai.Limits{MaxBodyBytes: cfg.Limits.MaxBodyBytes})
-	if err != nil {
-		return nil, err
-	}
-	p := st.routePool()
-	if p == nil {
-		if p, err = st.s.poolFor(body.Model); err != nil {
-			return nil, err
-		}
-	}
-	st.pool = p
-	st.streaming = body.Stream
-	st.traceModel(body.Model)
-	slo, err := st.requestControls()
-	if err != nil {
-		return nil, err
-	}
-	var prompt tokenize.Prompt
-	if len(body.Messages) > 0 {
-		msgs := make([]tokenize.Message, len(body.Messages))
-		for i, m := range body.Messages {
-			msgs[i] = tokenize.Message{Role: m.Role, Content: m.Content}
-		}
-		err = p.prompter.Messages(msgs, &prompt)
-	} else if len(body.Prompts) > 0 {
-		err = p.prompter.Text(body.Prompts[0], &prompt)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errTokenize, err)
-	}
-	r := &scheduler.Request{Blocks: prompt.Blocks, Tokens: prompt.Tokens, SLO: slo, Only: st.subset, Priority: st.priority}
-	if st.session != "" {
-		r.Session = hashing.SessionKey(st.session)
-	}
-	return r, nil
-}
-
 // destination is the header value for a decision.
 func (st *stream) destination(dec scheduler.Decision) string {
 	if st.s.cfg.Routing.Mode == config.ModeOriginalDst || dec.Fallback == "" {
@@ -442,7 +417,7 @@ func (st *stream) destination(dec scheduler.Decision) string {
 // pin is the header mutation that steers Envoy to the decision.
 func (st *stream) pin(dec scheduler.Decision) *extprocv3.HeaderMutation {
 	m := &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{header(st.s.cfg.Routing.Header, st.destination(dec))}}
-	st.traceInject(m)
+	st.rec.inject(m)
 	return m
 }
 
@@ -505,42 +480,29 @@ func (st *stream) onResponseHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadat
 		served, fromProxy, source = v, true, servedFromMetadata
 	}
 	if st.owes == owesResponse {
-		st.s.m.servedReports.WithLabelValues(st.pool.name, source).Inc()
+		st.rec.servedReport(st.pool, source)
 		st.responseStarted(code, served, fromProxy)
 	}
 	m := &extprocv3.HeaderMutation{RemoveHeaders: []string{upstreamHostHeader}}
-	if st.s.cfg.Routing.DebugHeaders && st.dec.Instance != "" {
+	if st.s.cfg.Routing.DebugHeaders && st.tk != nil {
+		dec := st.tk.Decision()
 		m.SetHeaders = []*corev3.HeaderValueOption{
-			header("x-dualmap-instance", st.dec.Instance),
-			header("x-dualmap-reason", st.dec.Reason.String()),
-			header("x-dualmap-cached-tokens", strconv.Itoa(st.dec.CachedTokens)),
+			header("x-dualmap-instance", dec.Instance),
+			header("x-dualmap-reason", dec.Reason.String()),
+			header("x-dualmap-cached-tokens", strconv.Itoa(dec.CachedTokens)),
 		}
 		m.SetHeaders = append(m.SetHeaders, st.routeDebugHeaders()...)
 	}
 	return continueResponseHeaders(m), nil
 }
 
-// responseStarted handles the upstream's status: health attribution, and
-// the scheduler's view of the request.
+// responseStarted hands the upstream's status and the served endpoint
+// (fromProxy: Envoy's metadata, else the header) to the ticket (health
+// attribution, the proxy's fallback) and decides what the stream still
+// owes it.
 func (st *stream) responseStarted(code int, served string, fromProxy bool) {
-	p := st.pool
-	st.s.m.firstByte.WithLabelValues(p.name).Observe(time.Since(st.dispatched).Seconds())
-	served = st.servedBy(served, fromProxy)
-	st.traceResponse(code, served)
-	if served != st.dec.Instance {
-		// Envoy retried on the fallback: the primary was unreachable. The
-		// prompt's KV is where it was served.
-		st.s.upstreamFailed(p, st.dec.Instance)
-		if code >= 200 && code < 300 {
-			st.s.servedElsewhere(p, served, st.req.Blocks)
-		}
-	}
-	switch {
-	case code >= 500:
-		st.s.upstreamFailed(p, served)
-	case code >= 200 && code < 300:
-		st.s.upstreamOK(p, served)
-	}
+	served = st.tk.Responded(code, served, fromProxy)
+	st.rec.responded(st.pool, st.tk, code, served)
 	ok := code >= 200 && code < 300
 	if ok {
 		st.usage.start(served)
@@ -556,33 +518,6 @@ func (st *stream) responseStarted(code int, served string, fromProxy bool) {
 	default:
 		st.settle(true)
 	}
-}
-
-// servedBy returns the instance that served the request, given the host
-// Envoy reported: in the served-endpoint metadata (fromProxy), or in the
-// upstreamHostHeader its route writes over whatever the upstream sent. The
-// metadata is believed when it names the decision's instance or fallback
-// or a member of the pool (a gateway's own balancing may have picked
-// another); the header only when it names the decision's instance or
-// fallback, the only hosts Envoy's override_host policy tries, so that a
-// model server that sets it itself (where no route overwrites it) cannot
-// charge its failures, or credit its cache, to another instance. Anything
-// else is ignored (and counted), as if nothing had been reported: the
-// decision's instance served.
-func (st *stream) servedBy(host string, fromProxy bool) string {
-	switch host {
-	case "", st.dec.Instance:
-		return st.dec.Instance
-	case st.dec.Fallback:
-		return host
-	}
-	if fromProxy && st.pool.member(host) {
-		return host
-	}
-	st.s.m.hostIgnored.WithLabelValues(st.pool.name).Inc()
-	st.s.log.Debug("upstream host is no member of the pool; ignored for health", "pool", st.pool.name,
-		"header", upstreamHostHeader, "host", host, "instance", st.dec.Instance)
-	return st.dec.Instance
 }
 
 // onResponseBody sees a streamed response body chunk: the first non-empty
@@ -619,23 +554,22 @@ func (st *stream) onResponseTrailers() (*extprocv3.ProcessingResponse, error) {
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{ResponseTrailers: &extprocv3.TrailersResponse{}}}, nil
 }
 
-// settle reports the request's progress to the scheduler: its prefill is
-// done (FirstToken; it feeds the TTFT estimator), or it is over (Complete,
+// settle reports the request's progress on its ticket: its prefill is
+// done (FirstToken; it feeds the TTFT estimator), or it is over (Done,
 // which releases its load; the stream then owes nothing).
 func (st *stream) settle(done bool) {
 	if done {
-		st.pool.flow.Complete(st.req)
+		st.tk.Done()
 		st.owes = owesNothing
 	} else {
-		st.pool.flow.FirstToken(st.req)
-		st.observeFirstToken()
-		st.traceFirstToken()
+		st.tk.FirstToken()
+		st.rec.firstToken(st.pool, st.tk)
 	}
 }
 
 // finish runs when the stream ends: the response is over, the client left,
 // or a message was refused. It releases whatever the request still holds
-// in the scheduler (only a dispatched request is ever held: Complete).
+// in its pool (only a dispatched request is ever held: its ticket's Done).
 func (st *stream) finish() {
 	st.echo = echo{}
 	st.dropBody()
@@ -643,7 +577,7 @@ func (st *stream) finish() {
 	if st.owes != owesNothing {
 		st.settle(true)
 	}
-	st.traceEnd()
+	st.rec.ended()
 }
 
 // dropBody lets go of the request body and gives its bytes back to the
@@ -659,11 +593,15 @@ func (st *stream) dropBody() {
 func (st *stream) fail(err error) *extprocv3.ProcessingResponse {
 	st.phase = phaseFailed
 	st.dropBody()
-	e := classify(err, time.Second)
-	st.s.m.errors.WithLabelValues(e.kind).Inc()
-	st.traceFailed(e)
-	st.s.log.Debug("request rejected", "kind", e.kind, "status", e.status, "path", st.path, "error", err)
+	return immediate(st.rec.failed(err, st.path))
+}
+
+// failWith is fail for an error the recorder already classified as e.
+func (st *stream) failWith(e httpError, err error) *extprocv3.ProcessingResponse {
+	st.phase = phaseFailed
+	st.dropBody()
+	st.rec.failedAs(e, err, st.path)
 	return immediate(e)
 }
 
-var _ flow = (*scheduler.Scheduler)(nil)
+var _ pool.Observer = (*observer)(nil)

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dualmap/dualmap/internal/openai"
+	"github.com/dualmap/dualmap/internal/pool"
 	"github.com/dualmap/dualmap/internal/telemetry"
 	"github.com/dualmap/dualmap/scheduler"
 )
@@ -20,10 +21,10 @@ import (
 // Tracing: one span, dualmap.route, per ext_proc stream (one HTTP request),
 // from its request headers to the stream's end, child of the trace context
 // the client's headers carry (W3C traceparent, tracestate, baggage). Its
-// names and attributes are listed in README "Tracing". The stream calls the
-// hooks below at its phase boundaries; every hook returns at once when the
-// server has no tracer (st.tr is nil), so tracing off costs a nil check.
-// Prompt text never goes into a span.
+// names and attributes are listed in README "Tracing". The request's
+// recorder (record.go) calls the hooks below; every hook returns at once
+// when the server has no tracer (rc.tr is nil), so tracing off costs a nil
+// check. Prompt text never goes into a span.
 
 // Span names.
 const (
@@ -72,21 +73,21 @@ func (c headerCarrier) Set(key, value string) {
 func (c headerCarrier) Keys() []string { return traceHeaders[:] }
 
 // traceStart starts the request's span from its headers.
-func (st *stream) traceStart(h *extprocv3.HttpHeaders) {
-	if st.s.tracer == nil {
+func (rc *recorder) traceStart(ctx context.Context, h *extprocv3.HttpHeaders, method, path string) {
+	if rc.s.tracer == nil {
 		return
 	}
-	parent := telemetry.Propagator.Extract(st.ctx, headerCarrier{in: h.GetHeaders()})
-	path, _, _ := strings.Cut(st.path, "?") // never the query
-	ctx, span := st.s.tracer.Start(parent, spanRoute, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("http.request.method", st.method), attribute.String("url.path", path)))
-	st.tr = &reqTrace{ctx: ctx, span: span, attrs: make([]attribute.KeyValue, 0, 40)}
+	parent := telemetry.Propagator.Extract(ctx, headerCarrier{in: h.GetHeaders()})
+	path, _, _ = strings.Cut(path, "?") // never the query
+	ctx, span := rc.s.tracer.Start(parent, spanRoute, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("http.request.method", method), attribute.String("url.path", path)))
+	rc.tr = &reqTrace{ctx: ctx, span: span, attrs: make([]attribute.KeyValue, 0, 40)}
 }
 
 // traceTokenized records the parse and tokenize step that started at start
 // and, when r is routed next, asks the scheduler to explain its decision.
-func (st *stream) traceTokenized(start time.Time, r *scheduler.Request, err error) {
-	if st.tr == nil {
+func (rc *recorder) traceTokenized(start time.Time, kind openai.Kind, p *pool.Pool, r *scheduler.Request, err error) {
+	if rc.tr == nil {
 		return
 	}
 	end := time.Now()
@@ -94,10 +95,10 @@ func (st *stream) traceTokenized(start time.Time, r *scheduler.Request, err erro
 	if err != nil {
 		ev = append(ev, trace.WithAttributes(attribute.Bool("error", true)))
 	}
-	st.tr.span.AddEvent(eventTokenized, ev...)
-	attrs := st.tr.attrs
+	rc.tr.span.AddEvent(eventTokenized, ev...)
+	attrs := rc.tr.attrs
 	attrs = append(attrs, attribute.Float64("dualmap.tokenize_s", end.Sub(start).Seconds()))
-	switch st.kind {
+	switch kind {
 	case openai.KindChat:
 		attrs = append(attrs, attribute.String("gen_ai.operation.name", "chat"))
 	case openai.KindCompletion:
@@ -105,27 +106,26 @@ func (st *stream) traceTokenized(start time.Time, r *scheduler.Request, err erro
 	case openai.KindResponses:
 		attrs = append(attrs, attribute.String("gen_ai.operation.name", "responses"))
 	}
-	if st.tr.model != "" {
-		attrs = append(attrs, attribute.String("gen_ai.request.model", st.tr.model))
+	if rc.tr.model != "" {
+		attrs = append(attrs, attribute.String("gen_ai.request.model", rc.tr.model))
 	}
 	if r != nil {
-		r.Explain = &st.tr.explain
-		p := st.pool
+		r.Explain = &rc.tr.explain
 		slo := r.SLO
 		if slo == 0 {
-			slo = st.s.cfg.SLO.Default
+			slo = rc.s.cfg.SLO.Default
 		}
 		attrs = append(attrs, attribute.Int("gen_ai.usage.input_tokens", r.Tokens),
-			attribute.String("dualmap.pool", p.name), attribute.String("dualmap.policy", p.policy),
+			attribute.String("dualmap.pool", p.Name()), attribute.String("dualmap.policy", p.Policy()),
 			attribute.Float64("dualmap.slo_s", slo.Seconds()), attribute.Bool("dualmap.session", r.Session != 0))
 	}
-	st.tr.attrs = attrs
+	rc.tr.attrs = attrs
 }
 
 // traceModel notes the request's model (from its body).
-func (st *stream) traceModel(model string) {
-	if st.tr != nil {
-		st.tr.model = model
+func (rc *recorder) traceModel(model string) {
+	if rc.tr != nil {
+		rc.tr.model = model
 	}
 }
 
@@ -149,44 +149,58 @@ func outcome(dec scheduler.Decision) string {
 	return dec.Reason.String() // overflow, only, policy, rerouted
 }
 
-// traceDecided records the scheduler's answer to a request handed to it at
-// start: the decision with its candidates, the wait in the router queue,
-// or the shedding.
-func (st *stream) traceDecided(start time.Time, r *scheduler.Request, dec scheduler.Decision, err error) {
-	if st.tr == nil {
+// traceDecided records the pool's answer to a request handed to its
+// scheduler at start: the decision with its candidates, the wait in the
+// router queue, or the shedding e (a failed tokenization was traced by
+// traceTokenized).
+func (rc *recorder) traceDecided(start time.Time, r *scheduler.Request, dec scheduler.Decision, e *httpError) {
+	if rc.tr == nil {
 		return
 	}
-	r.Explain = nil // the scheduler keeps r; the explanation is ours
-	sp := st.tr.span
-	if err != nil {
-		e := classify(err, time.Second)
+	sp := rc.tr.span
+	if e != nil {
 		sp.AddEvent("dualmap.shed", trace.WithAttributes(attribute.String("dualmap.shed.kind", e.kind), attribute.Int("http.response.status_code", e.status)))
-		st.tr.set(attribute.String("dualmap.reason", "shed"), attribute.Float64("dualmap.queue_wait_s", time.Since(start).Seconds()))
+		rc.tr.set(attribute.String("dualmap.reason", "shed"), attribute.Float64("dualmap.queue_wait_s", time.Since(start).Seconds()))
 		return
 	}
+	r.Explain = nil // the scheduler keeps the request; the explanation is ours
 	if dec.Waited > 0 {
-		_, q := st.s.tracer.Start(st.tr.ctx, spanQueue, trace.WithTimestamp(start))
+		_, q := rc.s.tracer.Start(rc.tr.ctx, spanQueue, trace.WithTimestamp(start))
 		q.End(trace.WithTimestamp(start.Add(dec.Waited)))
 	}
 	if dec.Reason == scheduler.ReasonMigrated {
 		sp.AddEvent("dualmap.migrated", trace.WithAttributes(attribute.String("dualmap.instance", dec.Instance)))
 	}
-	// The candidates' figures as comma-separated lists in ring order: one
-	// buffer, no reflection (slice attributes cost several allocations each).
-	e := &st.tr.explain
-	var buf [512]byte
-	ids, cached, pending, ttft := buf[:0], make([]byte, 0, 64), make([]byte, 0, 64), make([]byte, 0, 64)
-	for i := range min(e.N, len(e.Candidates)) {
-		if i > 0 {
-			ids, cached, pending, ttft = append(ids, ','), append(cached, ','), append(pending, ','), append(ttft, ',')
+	// The candidates' figures as comma-separated lists in ring order, all
+	// four written into one buffer and turned into one string that the
+	// attributes share (no reflection, one allocation: slice attributes
+	// cost several each).
+	e2 := &rc.tr.explain
+	var buf [1024]byte
+	b := buf[:0]
+	n := min(e2.N, len(e2.Candidates))
+	var ends [4]int
+	for list := range 4 {
+		for i := range n {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			c := &e2.Candidates[i]
+			switch list {
+			case 0:
+				b = append(b, c.ID...)
+			case 1:
+				b = strconv.AppendInt(b, int64(c.CachedTokens), 10)
+			case 2:
+				b = strconv.AppendInt(b, int64(c.PendingTokens), 10)
+			case 3:
+				b = strconv.AppendFloat(b, c.EstimatedTTFT.Seconds(), 'f', 4, 64)
+			}
 		}
-		c := &e.Candidates[i]
-		ids = append(ids, c.ID...)
-		cached = strconv.AppendInt(cached, int64(c.CachedTokens), 10)
-		pending = strconv.AppendInt(pending, int64(c.PendingTokens), 10)
-		ttft = strconv.AppendFloat(ttft, c.EstimatedTTFT.Seconds(), 'f', 4, 64)
+		ends[list] = len(b)
 	}
-	st.tr.set(
+	all := string(b)
+	rc.tr.set(
 		attribute.String("dualmap.instance", dec.Instance),
 		attribute.String("dualmap.fallback", dec.Fallback),
 		attribute.String("dualmap.reason", outcome(dec)),
@@ -195,62 +209,61 @@ func (st *stream) traceDecided(start time.Time, r *scheduler.Request, dec schedu
 		attribute.Int("dualmap.predicted_cached_tokens", dec.CachedTokens),
 		attribute.Float64("dualmap.estimated_ttft_s", dec.EstimatedTTFT.Seconds()),
 		attribute.Float64("dualmap.queue_wait_s", dec.Waited.Seconds()),
-		attribute.String("dualmap.candidates", string(ids)),
-		attribute.String("dualmap.candidates.cached_tokens", string(cached)),
-		attribute.String("dualmap.candidates.pending_tokens", string(pending)),
-		attribute.String("dualmap.candidates.estimated_ttft_s", string(ttft)),
+		attribute.String("dualmap.candidates", all[:ends[0]]),
+		attribute.String("dualmap.candidates.cached_tokens", all[ends[0]:ends[1]]),
+		attribute.String("dualmap.candidates.pending_tokens", all[ends[1]:ends[2]]),
+		attribute.String("dualmap.candidates.estimated_ttft_s", all[ends[2]:ends[3]]),
 	)
 }
 
 // traceInject adds the request's trace context, with the route span as
 // parent, to the upstream request's header mutation.
-func (st *stream) traceInject(m *extprocv3.HeaderMutation) {
-	if st.tr == nil {
+func (rc *recorder) traceInject(m *extprocv3.HeaderMutation) {
+	if rc.tr == nil {
 		return
 	}
-	telemetry.Propagator.Inject(st.tr.ctx, headerCarrier{out: m})
+	telemetry.Propagator.Inject(rc.tr.ctx, headerCarrier{out: m})
 }
 
 // traceResponse records the response's start: its status and the endpoint
-// that served it.
-func (st *stream) traceResponse(code int, served string) {
-	if st.tr == nil {
+// that served it (pinned: the one the request was pinned to).
+func (rc *recorder) traceResponse(code int, served, pinned string) {
+	if rc.tr == nil {
 		return
 	}
-	st.tr.set(attribute.Int("http.response.status_code", code), attribute.String("dualmap.served_instance", served))
-	if served != st.dec.Instance && st.dec.Instance != "" {
-		st.tr.set(attribute.String("dualmap.reason", "fallback"))
+	rc.tr.set(attribute.Int("http.response.status_code", code), attribute.String("dualmap.served_instance", served))
+	if served != pinned {
+		rc.tr.set(attribute.String("dualmap.reason", "fallback"))
 	}
 	if code >= 500 {
-		st.tr.span.SetStatus(codes.Error, "upstream status "+strconv.Itoa(code))
+		rc.tr.span.SetStatus(codes.Error, "upstream status "+strconv.Itoa(code))
 	}
 }
 
 // traceFirstToken records the observed time to first token (from dispatch).
-func (st *stream) traceFirstToken() {
-	if st.tr == nil {
+func (rc *recorder) traceFirstToken(d time.Duration) {
+	if rc.tr == nil {
 		return
 	}
-	d := time.Since(st.dispatched)
-	st.tr.span.AddEvent("dualmap.first_token")
-	st.tr.set(attribute.Float64("dualmap.first_token_s", d.Seconds()))
+	rc.tr.span.AddEvent("dualmap.first_token")
+	rc.tr.set(attribute.Float64("dualmap.first_token_s", d.Seconds()))
 }
 
 // traceFailed records the router's own error answer.
-func (st *stream) traceFailed(e httpError) {
-	if st.tr == nil {
+func (rc *recorder) traceFailed(e httpError) {
+	if rc.tr == nil {
 		return
 	}
-	st.tr.set(attribute.Int("http.response.status_code", e.status), attribute.String("error.type", e.kind))
-	st.tr.span.SetStatus(codes.Error, e.kind)
+	rc.tr.set(attribute.Int("http.response.status_code", e.status), attribute.String("error.type", e.kind))
+	rc.tr.span.SetStatus(codes.Error, e.kind)
 }
 
 // traceEnd ends the request's span (the stream is over).
-func (st *stream) traceEnd() {
-	if st.tr == nil {
+func (rc *recorder) traceEnd() {
+	if rc.tr == nil {
 		return
 	}
-	st.tr.span.SetAttributes(st.tr.attrs...)
-	st.tr.span.End()
-	st.tr = nil
+	rc.tr.span.SetAttributes(rc.tr.attrs...)
+	rc.tr.span.End()
+	rc.tr = nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dualmap/dualmap/internal/config"
 	"github.com/dualmap/dualmap/internal/openai"
+	"github.com/dualmap/dualmap/internal/pool"
 	"github.com/dualmap/dualmap/internal/telemetry"
 	"github.com/dualmap/dualmap/scheduler"
 )
@@ -100,10 +101,12 @@ func benchHooks(b *testing.B, opt Options) {
 	defer srv.Close()
 	h := &extprocv3.HttpHeaders{Headers: hdrs(":method", "POST", ":path", "/v1/chat/completions",
 		"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")}
-	st0 := newStream(srv, context.Background())
-	st0.method, st0.path, st0.contentType = "POST", "/v1/chat/completions", "application/json"
-	st0.body = []byte(benchChat(4, 2<<10, "hello"))
-	r, err := st0.prepare()
+	p := srv.pools.Default()
+	body, err := openai.Parse("POST", "/v1/chat/completions", "application/json", []byte(benchChat(4, 2<<10, "hello")), openai.Limits{MaxBodyBytes: 1 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := p.Tokenize(body, pool.Controls{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -114,6 +117,7 @@ func benchHooks(b *testing.B, opt Options) {
 		e.Candidates[k] = scheduler.Candidate{ID: fmt.Sprintf("10.0.0.%d:8000", k+1), CachedTokens: k * 100, PendingTokens: k * 1000, EstimatedTTFT: time.Duration(k) * time.Millisecond}
 	}
 	e.N = 4
+	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
 	runtime.LockOSThread() // threadCPU measures this goroutine alone
@@ -121,21 +125,20 @@ func benchHooks(b *testing.B, opt Options) {
 	cpu0, thr0 := processCPU(), threadCPU()
 	defer reportCPU(b, cpu0, thr0)
 	for i := 0; i < b.N; i++ {
-		st := newStream(srv, context.Background())
-		st.method, st.path, st.kind, st.pool = "POST", "/v1/chat/completions", openai.KindChat, st0.pool
+		st := newStream(srv, ctx) // as the request path makes one
+		rc := &st.rec
 		t0 := time.Now()
-		st.traceStart(h)
-		st.traceModel("m")
-		st.traceTokenized(t0, r, nil)
-		if st.tr != nil {
-			st.tr.explain = e
+		rc.started(ctx, h, "POST", "/v1/chat/completions")
+		rc.model("m")
+		rc.traceTokenized(t0, openai.KindChat, p, r, nil)
+		if rc.tr != nil {
+			rc.tr.explain = e
 		}
-		st.traceDecided(t0, r, dec, nil)
-		st.dec, st.dispatched = dec, time.Now()
-		st.traceInject(&extprocv3.HeaderMutation{})
-		st.traceResponse(200, dec.Instance)
-		st.traceFirstToken()
-		st.traceEnd()
+		rc.traceDecided(t0, r, dec, nil)
+		rc.inject(&extprocv3.HeaderMutation{})
+		rc.traceResponse(200, dec.Instance, dec.Instance)
+		rc.traceFirstToken(time.Since(t0))
+		rc.ended()
 	}
 }
 

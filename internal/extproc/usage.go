@@ -146,8 +146,8 @@ func (st *stream) usageEnded() {
 		return
 	}
 	predicted := 0
-	if instance == st.dec.Instance {
-		predicted = st.dec.CachedTokens
+	if dec := st.tk.Decision(); instance == dec.Instance {
+		predicted = dec.CachedTokens
 	}
-	st.s.m.usage.observe(st.pool.name, instance, predicted, reported)
+	st.rec.usage(st.pool, instance, predicted, reported)
 }

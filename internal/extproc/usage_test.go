@@ -188,15 +188,12 @@ func TestEngineErrorsAndHealth(t *testing.T) {
 				t.Errorf("response body answered %v, want it passed on unchanged", rb)
 			}
 			c.close()
-			p := ts.srv.pools[0]
-			p.mu.Lock()
-			h := p.health[id]
-			down := h != nil && h.down
-			p.mu.Unlock()
+			p := ts.srv.pools.Pools()[0]
+			down := p.HealthOf(id).Down
 			if down != tt.down {
 				t.Errorf("after the engine's %s, instance %s down = %v, want %v", tt.status, id, down, tt.down)
 			}
-			if got := counterValue(ts.srv.m.upstreamErr.WithLabelValues("default", id)); (got > 0) != tt.down {
+			if got := metricValues(t, ts)["dualmap_upstream_errors_total{instance="+id+",pool=default}"]; (got > 0) != tt.down {
 				t.Errorf("upstream errors counted for %s = %v after a %s", id, got, tt.status)
 			}
 		})

@@ -21,8 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 
-	"github.com/dualmap/dualmap/internal/xds"
-	"github.com/dualmap/dualmap/scheduler"
+	"github.com/dualmap/dualmap/internal/pool"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -96,16 +95,16 @@ func (cp *controlPlane) set(t *testing.T, node, cluster string, eps ...string) {
 }
 
 // states is the pool's membership as "id:healthy:draining:weight" strings.
-func states(p *pool) []string {
+func states(p *pool.Pool) []string {
 	var out []string
-	for _, st := range p.sched.Instances() {
+	for _, st := range p.Instances() {
 		out = append(out, fmt.Sprintf("%s:%v:%v", st.ID, st.Healthy, st.Draining))
 	}
 	slices.Sort(out)
 	return out
 }
 
-func waitStates(t *testing.T, p *pool, want ...string) {
+func waitStates(t *testing.T, p *pool.Pool, want ...string) {
 	t.Helper()
 	slices.Sort(want)
 	deadline := time.Now().Add(10 * time.Second)
@@ -131,7 +130,7 @@ pools:
 health: {interval: 1h}
 `, cp.addr, api))
 			ts := start(t, cfg, true)
-			p := ts.srv.pools[0]
+			p := ts.srv.pools.Pools()[0]
 			if err := ts.srv.Ready(); err == nil {
 				t.Errorf("Ready() = nil before any endpoint arrived")
 			}
@@ -142,14 +141,6 @@ health: {interval: 1h}
 			}
 			if n := testutil.ToFloat64(gauge(t, ts, "dualmap_xds_connected")); n != 1 {
 				t.Errorf("dualmap_xds_connected = %v with a stream open, want 1", n)
-			}
-			p.mu.Lock()
-			got := withXDS(instances(p.static, p.dns), p.eds)
-			p.mu.Unlock()
-			for _, in := range got {
-				if want := map[string]float64{"10.0.0.1:8000": 1, "10.0.0.2:8000": 3}[in.ID]; in.Weight != want {
-					t.Errorf("instance %s weight = %v, want %v (load_balancing_weight)", in.ID, in.Weight, want)
-				}
 			}
 
 			// One drains, one is added unhealthy, one removed.
@@ -166,7 +157,7 @@ health: {interval: 1h}
 				}
 			}
 			// The router's own checks cannot bring back what xDS calls unhealthy.
-			ts.srv.applyHealth(p, "10.0.0.3:8000")
+			p.Health("10.0.0.3:8000", true)
 			waitStates(t, p, "10.0.0.2:8000:true:true", "10.0.0.3:8000:false:false", "10.0.0.4:8000:true:false")
 
 			// A hostname is refused; the last list stays.
@@ -209,22 +200,4 @@ func gauge(t *testing.T, ts *testServer, name string) prometheus.Collector {
 	}
 	t.Fatalf("metric %s not registered", name)
 	return nil
-}
-
-func TestXDSWeightsRelative(t *testing.T) {
-	eps := map[string]xds.Endpoint{
-		"10.0.0.1:80": {Address: "10.0.0.1:80", Weight: 100},
-		"10.0.0.2:80": {Address: "10.0.0.2:80", Weight: 300},
-		"10.0.0.3:80": {Address: "10.0.0.3:80", Weight: 4000000000},
-		"10.0.0.9:80": {Address: "10.0.0.9:80", Weight: 500}, // also static: the static one wins
-	}
-	list := withXDS([]scheduler.Instance{{ID: "10.0.0.9:80", Weight: 2}}, eps)
-	got := map[string]float64{}
-	for _, in := range list {
-		got[in.ID] = in.Weight
-	}
-	want := map[string]float64{"10.0.0.1:80": 1, "10.0.0.2:80": 3, "10.0.0.3:80": maxXDSWeight, "10.0.0.9:80": 2}
-	if fmt.Sprint(got) != fmt.Sprint(want) || len(list) != 4 {
-		t.Errorf("withXDS() weights = %v, want %v", got, want)
-	}
 }

@@ -331,8 +331,8 @@ func (c *cluster) send(r *request, id string) {
 	r.engine = ei
 	c.engines[ei].Submit(c.now, &r.e)
 	c.eh.update(ei, c.engines[ei].NextTime())
-	if c.links != nil {
-		c.links[r.replica].Dispatched(id, r.s.Blocks)
+	if c.coords != nil {
+		c.coords[r.replica].Dispatched(id, r.s.Blocks)
 	}
 	if c.opt.Info.reported() && c.infoRng.Float64() >= c.opt.Info.IndexDrop {
 		c.notes = append(c.notes, cacheNote{at: c.now + c.opt.Info.IndexDelay.Seconds(), replica: r.replica, id: id, blocks: r.s.Blocks})

@@ -9,17 +9,13 @@ import (
 )
 
 // Store is one replica's end of a pool's shared state: the Transport its
-// coord.Coordinator runs over, the dispatch records it shares, and the loops
-// that drive the Coordinator's rounds. All methods are safe for concurrent
-// use.
+// coord.Coordinator runs over (with the dispatch records it shares:
+// Dispatched takes a short in-memory lock; the buffer is bounded, identical
+// waiting records are coalesced, and when it is full the oldest records are
+// dropped and counted), and the loops that drive the Coordinator's rounds.
+// All methods are safe for concurrent use.
 type Store interface {
 	coord.Transport
-	// Dispatched records that blocks (a prompt's chained block hashes) were
-	// dispatched to instance, for the other replicas. It copies blocks,
-	// never blocks on I/O (it takes a short in-memory lock) and never fails:
-	// the buffer is bounded, identical waiting records are coalesced, and
-	// when it is full the oldest records are dropped and counted.
-	Dispatched(instance string, blocks []uint64)
 	// Run is the background work: it publishes this replica's records and
 	// runs c's rounds (Sync every c.Heartbeat(), Receive continuously). c
 	// must run over this store. Run blocks until ctx ends, then makes c

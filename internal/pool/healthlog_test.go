@@ -1,4 +1,4 @@
-package extproc
+package pool
 
 import (
 	"bytes"
@@ -45,12 +45,15 @@ func TestHealthChangeLog(t *testing.T) {
 	addr := strings.TrimPrefix(e.URL, "http://")
 	var logs syncBuffer
 	cfg := parseConfig(t, "pools: [{instances: [{address: "+addr+"}]}]\nhealth: {backoff: 1ms, max_backoff: 1ms}\n")
-	srv, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
+	m := startManager(t, cfg, false, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	p := m.Pools()[0]
+	probe := probeSource{client: m.client, path: m.cfg.Health.Path, timeout: m.cfg.Health.Timeout}
+	ctx := context.Background()
+	checkAll := func() { // one round of the health probe source
+		for _, id := range p.Addresses() {
+			p.Health(id, probe.probe(ctx, id))
+		}
 	}
-	defer srv.Close()
-	p := srv.pools[0]
 	lines := func() []string {
 		var out []string
 		for _, l := range strings.Split(logs.String(), "\n") {
@@ -60,16 +63,15 @@ func TestHealthChangeLog(t *testing.T) {
 		}
 		return out
 	}
-	ctx := context.Background()
-	srv.checkAll(ctx, p)
+	checkAll()
 	up.Store(false)
-	srv.checkAll(ctx, p)
+	checkAll()
 	if l := lines(); len(l) != 1 || !strings.Contains(l[0], "healthy=false") {
 		t.Fatalf("after the check failed: %q, want one line with healthy=false", l)
 	}
 	up.Store(true)
 	waitFor(t, "the instance back", func() bool {
-		srv.checkAll(ctx, p)
+		checkAll()
 		return len(lines()) == 2
 	})
 	if l := lines(); !strings.Contains(l[1], "healthy=true") {

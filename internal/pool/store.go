@@ -1,4 +1,4 @@
-package extproc
+package pool
 
 import (
 	"fmt"
@@ -48,7 +48,7 @@ func newStore(c config.Config, pool string, opt Options, log *slog.Logger) (stat
 
 // newCoordinator returns the Coordinator of pool p over its store: the
 // configured heartbeat, migration leases of two ticks.
-func newCoordinator(c config.Config, p *pool, tick time.Duration, now func() time.Time) (*coord.Coordinator, error) {
+func newCoordinator(c config.Config, p *Pool, tick time.Duration, now func() time.Time) (*coord.Coordinator, error) {
 	co, err := coord.New(p.store, p.sched, coord.Options{
 		Heartbeat: c.State.Redis.Heartbeat,
 		LeaseTTL:  2 * tick,

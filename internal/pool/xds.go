@@ -1,4 +1,4 @@
-package extproc
+package pool
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // Pools whose instances come from an xDS management server: the
 // endpoints of one cluster's ClusterLoadAssignment, as Envoy routes to
 // them. Each assignment goes through the same membership path as DNS and
-// reloads (setMembers: queued requests of removed instances re-routed,
+// reloads (applyMembers: queued requests of removed instances re-routed,
 // requests in flight unaffected); then the endpoints' health applies:
 // DRAINING marks the instance draining (no new requests), UNHEALTHY and
 // TIMEOUT take it out until the server says otherwise (the router's own
@@ -25,7 +25,7 @@ import (
 // are logged only: every priority is a member alike.
 
 // newXDSClient returns the subscription of pool pc, or nil.
-func newXDSClient(pc config.Pool, s *Server, at string) (*xds.Client, error) {
+func (m *Manager) newXDSClient(pc config.Pool, at string) (*xds.Client, error) {
 	x := pc.XDS
 	if x == nil {
 		return nil, nil
@@ -36,60 +36,45 @@ func newXDSClient(pc config.Pool, s *Server, at string) (*xds.Client, error) {
 	}
 	return xds.New(xds.Options{
 		Address: x.Address, TLS: tc, API: x.API, Cluster: x.Cluster, NodeID: x.NodeID, NodeCluster: x.NodeCluster,
-		MaxEndpoints: x.MaxEndpoints, Logger: s.log.With("pool", pc.Name), Now: s.now,
+		MaxEndpoints: x.MaxEndpoints, Logger: m.log.With("pool", pc.Name), Now: m.now,
 	})
 }
 
 // xdsLoop follows the pool's subscription until ctx ends.
-func (s *Server) xdsLoop(ctx context.Context, p *pool) {
+func (m *Manager) xdsLoop(ctx context.Context, p *Pool) {
 	p.xds.Run(ctx, func(eps []xds.Endpoint) error {
-		var err error
-		s.background(func() { err = p.setXDS(eps, s.log) })
+		err := p.setXDS(eps, m.log)
 		if err == nil && len(eps) == 0 {
-			s.log.Warn("xds assignment has no endpoints: the pool is empty", "pool", p.name)
+			m.log.Warn("xds assignment has no endpoints: the pool is empty", "pool", p.name)
 		}
 		return err
 	})
 }
 
 // setXDS makes eps the pool's endpoints from xDS and applies their
-// health. Call it through Server.background.
-func (p *pool) setXDS(eps []xds.Endpoint, log interface {
+// health, under the pool's lock.
+func (p *Pool) setXDS(eps []xds.Endpoint, log interface {
 	Debug(string, ...any)
 }) error {
-	state := make(map[string]xds.Endpoint, len(eps))
+	byAddr := make(map[string]xds.Endpoint, len(eps))
 	for _, e := range eps {
-		state[e.Address] = e
+		byAddr[e.Address] = e
 	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	old := p.eds
-	p.eds = state
-	p.mu.Unlock()
-	if err := p.setMembers(nil, nil); err != nil {
-		p.mu.Lock()
+	p.eds = byAddr
+	if err := p.applyMembers(); err != nil {
 		p.eds = old
-		p.mu.Unlock()
 		return fmt.Errorf("pool %s: %w", p.name, err)
 	}
 	for _, e := range eps {
-		p.mu.Lock()
-		up := !p.healthOf(e.Address).down && e.Health != xds.Unhealthy
-		p.mu.Unlock()
-		if err := p.members.SetHealthy(e.Address, up); err != nil {
-			log.Debug("xds health for an instance not in the pool", "pool", p.name, "instance", e.Address)
-		}
-		if d, ok := p.members.(drainer); ok {
-			if err := d.SetDraining(e.Address, e.Health == xds.Draining); err != nil {
-				log.Debug("xds draining for an instance not in the pool", "pool", p.name, "instance", e.Address)
-			}
+		p.applyHealth(e.Address)
+		if err := p.sched.SetDraining(e.Address, e.Health == xds.Draining); err != nil {
+			log.Debug("xds draining for an instance not in the pool", "pool", p.name, "instance", e.Address)
 		}
 	}
 	return nil
-}
-
-// drainer is the scheduler's draining switch.
-type drainer interface {
-	SetDraining(id string, draining bool) error
 }
 
 // maxXDSWeight caps an xDS endpoint's weight relative to the lightest
@@ -126,18 +111,18 @@ func withXDS(list []scheduler.Instance, eps map[string]xds.Endpoint) []scheduler
 
 // xdsDown reports whether the management server says id is unhealthy.
 // Call with p.mu held.
-func (p *pool) xdsDown(id string) bool {
+func (p *Pool) xdsDown(id string) bool {
 	e, ok := p.eds[id]
 	return ok && e.Health == xds.Unhealthy
 }
 
 // xdsReady reports a pool whose management server has been unreachable
 // for longer than its grace (the last list stays in use).
-func (s *Server) xdsReady(p *pool, grace time.Duration) error {
+func (m *Manager) xdsReady(p *Pool, grace time.Duration) error {
 	if p.xds == nil {
 		return nil
 	}
-	if up, since := p.xds.Since(); !up && s.now().Sub(since) > grace {
+	if up, since := p.xds.Since(); !up && m.now().Sub(since) > grace {
 		return fmt.Errorf("pool %s: xds management server unreachable since %s; serving the last endpoints received", p.name, since.UTC().Format(time.RFC3339))
 	}
 	return nil
@@ -146,7 +131,7 @@ func (s *Server) xdsReady(p *pool, grace time.Duration) error {
 // registerXDS exports the subscription's state of pool p:
 // dualmap_xds_connected{pool} is 1 while a stream to the management server
 // is open, dualmap_xds_disconnected_seconds{pool} how long it has not been.
-func registerXDS(reg prometheus.Registerer, p *pool, now func() time.Time) {
+func registerXDS(reg prometheus.Registerer, p *Pool, now func() time.Time) {
 	if reg == nil || p.xds == nil {
 		return
 	}
@@ -168,5 +153,3 @@ func registerXDS(reg prometheus.Registerer, p *pool, now func() time.Time) {
 		}),
 	)
 }
-
-var _ drainer = (*scheduler.Scheduler)(nil)

@@ -1,15 +1,15 @@
-package extproc
+package pool
 
 import (
 	"bufio"
 	"context"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/dualmap/dualmap/internal/config"
 	"github.com/dualmap/dualmap/scheduler"
 )
 
@@ -44,11 +44,11 @@ func parseEngineMetrics(r io.Reader) (scheduler.EngineLoad, bool) {
 		var dst *int
 		kv := false
 		switch {
-		case contains(waitingNames, name):
+		case slices.Contains(waitingNames, name):
 			dst = &l.Waiting
-		case contains(runningNames, name):
+		case slices.Contains(runningNames, name):
 			dst = &l.Running
-		case contains(kvNames, name):
+		case slices.Contains(kvNames, name):
 			kv = true
 		default:
 			continue
@@ -77,23 +77,24 @@ func parseEngineMetrics(r io.Reader) (scheduler.EngineLoad, bool) {
 	return l, found
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+// promSource polls every instance's Prometheus exposition (pools[].metrics:
+// path, interval) for the load it reports of itself.
+type promSource struct {
+	client   *http.Client
+	path     string
+	interval time.Duration
+	timeout  time.Duration
 }
 
-// metricsLoop polls every instance of a pool for its own load.
-func (s *Server) metricsLoop(ctx context.Context, p *pool, m config.Metrics) {
-	t := time.NewTicker(m.Interval)
+func (promSource) Name() string { return "engine_metrics" }
+
+func (s promSource) Run(ctx context.Context, sink Sink) {
+	t := time.NewTicker(s.interval)
 	defer t.Stop()
 	for {
-		for _, id := range p.addresses() {
-			if l, ok := s.pollEngine(ctx, id, m.Path); ok {
-				p.sched.SetEngineLoad(id, l)
+		for _, id := range sink.Addresses() {
+			if l, ok := s.poll(ctx, id); ok {
+				sink.Load(id, l)
 			}
 		}
 		select {
@@ -104,10 +105,10 @@ func (s *Server) metricsLoop(ctx context.Context, p *pool, m config.Metrics) {
 	}
 }
 
-func (s *Server) pollEngine(ctx context.Context, addr, path string) (scheduler.EngineLoad, bool) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Health.Timeout)
+func (s promSource) poll(ctx context.Context, addr string) (scheduler.EngineLoad, bool) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+s.path, nil)
 	if err != nil {
 		return scheduler.EngineLoad{}, false
 	}
@@ -121,3 +122,5 @@ func (s *Server) pollEngine(ctx context.Context, addr, path string) (scheduler.E
 	}
 	return parseEngineMetrics(io.LimitReader(resp.Body, 8<<20))
 }
+
+var _ Source = promSource{}

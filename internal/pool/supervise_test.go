@@ -1,4 +1,4 @@
-package extproc
+package pool
 
 import (
 	"context"
@@ -13,8 +13,8 @@ func TestSupervisedLoopSurvivesPanics(t *testing.T) {
 	saved := supervisorBackoff
 	supervisorBackoff = [2]time.Duration{time.Millisecond, 2 * time.Millisecond}
 	t.Cleanup(func() { supervisorBackoff = saved })
-	ts := start(t, parseConfig(t, fourInstances), false)
-	s := ts.srv
+	var panics atomic.Int32
+	s := startManager(t, parseConfig(t, fourInstances), false, Options{Panicked: func(string) { panics.Add(1) }})
 	ctx, cancel := context.WithCancel(context.Background())
 	var runs atomic.Int32
 	done := make(chan struct{})
@@ -28,7 +28,7 @@ func TestSupervisedLoopSurvivesPanics(t *testing.T) {
 		})
 	}()
 	waitFor(t, "the fourth run of the loop", func() bool { return runs.Load() >= 4 })
-	if got := metricValues(t, ts)["dualmap_errors_total{kind=panic}"]; got != 3 {
+	if got := panics.Load(); got != 3 {
 		t.Errorf("panics counted = %v, want 3", got)
 	}
 	cancel()

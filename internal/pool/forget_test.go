@@ -1,4 +1,4 @@
-package extproc
+package pool
 
 import (
 	"strings"
@@ -8,17 +8,19 @@ import (
 )
 
 // The series of an instance that leaves its pool are deleted (gauges and
-// counters alike); those of the members stay, and an instance that comes
-// back starts afresh.
+// counters alike), in this package and through OnGone in others; those of
+// the members stay, and an instance that comes back starts afresh.
 func TestRemovedInstanceSeriesDeleted(t *testing.T) {
-	ts := start(t, parseConfig(t, fourInstances), false)
-	p := ts.srv.pools[0]
-	ts.srv.upstreamFailed(p, "10.0.0.4:8000")
-	ts.srv.upstreamFailed(p, "10.0.0.1:8000")
-	ts.srv.updateGauges()
+	m := startManager(t, parseConfig(t, fourInstances), false, Options{})
+	var gone []string
+	m.OnGone(func(pool, id string) { gone = append(gone, pool+"/"+id) })
+	p := m.Pools()[0]
+	p.failed("10.0.0.4:8000")
+	p.failed("10.0.0.1:8000")
+	m.UpdateGauges()
 	series := func(id string) []string {
 		var out []string
-		for k := range metricValues(t, ts) {
+		for k := range m.metricValues(t) {
 			if strings.Contains(k, "instance="+id) {
 				out = append(out, k)
 			}
@@ -32,21 +34,24 @@ func TestRemovedInstanceSeriesDeleted(t *testing.T) {
 	if err := p.setMembers(&two, nil); err != nil {
 		t.Fatal(err)
 	}
-	ts.srv.updateGauges()
-	for _, gone := range []string{"10.0.0.3:8000", "10.0.0.4:8000"} {
-		if s := series(gone); len(s) != 0 {
-			t.Errorf("series of %s after it left: %v, want none", gone, s)
+	m.UpdateGauges()
+	for _, id := range []string{"10.0.0.3:8000", "10.0.0.4:8000"} {
+		if s := series(id); len(s) != 0 {
+			t.Errorf("series of %s after it left: %v, want none", id, s)
 		}
 	}
-	if got := metricValues(t, ts)["dualmap_upstream_errors_total{instance=10.0.0.1:8000,pool=default}"]; got != 1 {
+	if len(gone) != 2 {
+		t.Errorf("OnGone saw %v, want the two instances that left", gone)
+	}
+	if got := m.metricValues(t)["dualmap_upstream_errors_total{instance=10.0.0.1:8000,pool=default}"]; got != 1 {
 		t.Errorf("a member's error count = %g after another left, want 1", got)
 	}
 	back := append(two, config.Instance{Address: "10.0.0.4:8000"})
 	if err := p.setMembers(&back, nil); err != nil {
 		t.Fatal(err)
 	}
-	ts.srv.updateGauges()
-	if got := metricValues(t, ts)["dualmap_upstream_errors_total{instance=10.0.0.4:8000,pool=default}"]; got != 0 {
+	m.UpdateGauges()
+	if got := m.metricValues(t)["dualmap_upstream_errors_total{instance=10.0.0.4:8000,pool=default}"]; got != 0 {
 		t.Errorf("a returning instance's error count = %g, want it afresh", got)
 	}
 }

@@ -1,4 +1,4 @@
-package extproc
+package pool
 
 import (
 	"context"
@@ -11,13 +11,13 @@ import (
 var supervisorBackoff = [2]time.Duration{time.Second, 30 * time.Second}
 
 // supervise runs loop until ctx ends. A panic in loop is recovered, logged
-// with its stack, counted in dualmap_errors_total{kind="panic"}, and the
+// with its stack, told to Options.Panicked, and the
 // loop starts again after a backoff: a bug in health checks, DNS, engine
 // metrics or the tick never takes routing down with it.
-func (s *Server) supervise(ctx context.Context, name string, loop func(context.Context)) {
+func (m *Manager) supervise(ctx context.Context, name string, loop func(context.Context)) {
 	wait := supervisorBackoff[0]
 	for ctx.Err() == nil {
-		if !s.runRecovered(ctx, name, loop) {
+		if !m.runRecovered(ctx, name, loop) {
 			return // the loop returned: ctx ended
 		}
 		select {
@@ -30,12 +30,12 @@ func (s *Server) supervise(ctx context.Context, name string, loop func(context.C
 }
 
 // runRecovered runs loop once and reports whether it panicked.
-func (s *Server) runRecovered(ctx context.Context, name string, loop func(context.Context)) (panicked bool) {
+func (m *Manager) runRecovered(ctx context.Context, name string, loop func(context.Context)) (panicked bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			panicked = true
-			s.m.errors.WithLabelValues("panic").Inc()
-			s.log.Error("background loop panicked; restarting it", "loop", name, "panic", v, "stack", string(debug.Stack()))
+			m.panicked(name)
+			m.log.Error("background loop panicked; restarting it", "loop", name, "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
 	loop(ctx)

@@ -1,4 +1,4 @@
-package extproc
+package pool
 
 import (
 	"fmt"
@@ -49,13 +49,13 @@ func TestEngineMetricsPolling(t *testing.T) {
 	}))
 	defer busy.Close()
 	addr := strings.TrimPrefix(busy.URL, "http://")
-	ts := start(t, parseConfig(t, `
+	m := startManager(t, parseConfig(t, `
 pools:
   - instances: [{address: "`+addr+`"}, {address: "`+healthyInstance(t)+`"}]
     metrics: {enabled: true, interval: 100ms}
-`), true)
+`), true, Options{})
 	waitFor(t, "the busy instance's queue polled", func() bool {
-		for _, st := range ts.srv.pools[0].sched.Instances() {
+		for _, st := range m.Pools()[0].Instances() {
 			if st.ID == addr {
 				return st.Engine.Waiting == 12
 			}

@@ -1,0 +1,72 @@
+package pool
+
+import (
+	"context"
+
+	"github.com/dualmap/dualmap/internal/config"
+	"github.com/dualmap/dualmap/scheduler"
+)
+
+// Engine signals: what a pool's model servers say about themselves, beside
+// the router's own accounting of the requests it sent them. A Source
+// watches the instances and feeds a Sink; the pool is the sink, so every
+// signal lands with the one owner of what it changes: load and cache
+// blocks in the scheduler's ledger, health in the pool's health records.
+//
+// The sources today: the Prometheus poller (enginemetrics.go: queue and KV
+// gauges, pools[].metrics) and the active health check (health.go,
+// health.*). A new kind (a KV-events subscriber, SGLang's load stream) is
+// one file with its Source and a case in Manager.sources for its
+// configuration.
+
+// Source is one engine signal source of a pool.
+type Source interface {
+	// Name names the source in logs ("engine_metrics", "health").
+	Name() string
+	// Run feeds sink until ctx ends, then returns (that is how a source
+	// stops; it is started by calling Run, once, on a goroutine of its
+	// own). A panic in Run is recovered and Run is called again after a
+	// backoff. Run may block on I/O; the sink's methods do not.
+	Run(ctx context.Context, sink Sink)
+}
+
+// Sink is what a Source feeds. Its methods are safe for concurrent use
+// and never block on I/O; an id that is no instance of the pool is
+// ignored.
+type Sink interface {
+	// Addresses returns the pool's instances now (they change with
+	// membership: a source reads them on every round).
+	Addresses() []string
+	// Load sets the load instance id reports of itself (waiting and
+	// running requests, KV memory in use).
+	Load(id string, l scheduler.EngineLoad)
+	// Stored records that id's KV cache holds the prompt with these
+	// chained blocks (the engine's own report of a stored prefix).
+	Stored(id string, blocks []uint64)
+	// Health records whether id reports (or answers) as healthy.
+	Health(id string, ok bool)
+}
+
+// Load implements Sink.
+func (p *Pool) Load(id string, l scheduler.EngineLoad) {
+	_ = p.sched.SetEngineLoad(id, l) // an instance that left meanwhile: nothing to set
+}
+
+// Stored implements Sink.
+func (p *Pool) Stored(id string, blocks []uint64) {
+	_ = p.sched.AddCached(id, blocks) // an instance that left meanwhile: nothing to record
+}
+
+// Health implements Sink.
+func (p *Pool) Health(id string, ok bool) { p.probed(id, ok) }
+
+// sources are the engine signal sources pool pc's configuration asks for.
+func (m *Manager) sources(pc config.Pool) []Source {
+	out := []Source{probeSource{client: m.client, path: m.cfg.Health.Path, interval: m.cfg.Health.Interval, timeout: m.cfg.Health.Timeout}}
+	if pc.Metrics.Enabled {
+		out = append(out, promSource{client: m.client, path: pc.Metrics.Path, interval: pc.Metrics.Interval, timeout: m.cfg.Health.Timeout})
+	}
+	return out
+}
+
+var _ Sink = (*Pool)(nil)
