@@ -122,7 +122,7 @@ func benchDualmap(name, limits string) benchPicker {
 		}
 		ap := freePort(t)
 		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `grpc: ":9002"`, fmt.Sprintf(`grpc: "127.0.0.1:%d"`, gp))
-		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `admin: ":9090"`, fmt.Sprintf(`admin: "127.0.0.1:%d"`, ap))
+		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `admin: "127.0.0.1:9090"`, fmt.Sprintf(`admin: "127.0.0.1:%d"`, ap))
 		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `listen: ":9003"`, fmt.Sprintf(`listen: "127.0.0.1:%d"`, hp))
 		if redis != "" {
 			cfg += fmt.Sprintf("\nstate:\n  backend: redis\n  redis: {addrs: [%q]}\n", redis)
