@@ -20,7 +20,8 @@ import (
 // blocks; 0 = adaptive), budget (router-queue budget in tokens; -1: no
 // router queue), split and merge (the key-depth split and merge factors:
 // split above split/n of the traffic, merge below merge/n), rebalance_slo
-// (the rebalancer's hotspot threshold as a fraction of the SLO), window
+// (the rebalancer's hotspot threshold as a fraction of the SLO), slo_share
+// (the adaptive admission rule's share of the SLO), window
 // (the key-depth window in requests), order and late (the router queue's
 // order and its handling of late requests, see scheduler.QueueConfig),
 // oldest_wait (seconds: the rebalancer's OldestWait), learn (the TTFT
@@ -48,6 +49,9 @@ type Spec struct {
 	// prefill tokens the router's per-token cost clears in this fraction
 	// of the SLO (0: the scheduler's default, the whole SLO).
 	RebalanceSLO float64
+	// SLOShare is the adaptive admission rule's share of the SLO
+	// (scheduler.QueueConfig.SLOShare; key slo_share).
+	SLOShare float64
 	// Imperfect information (Options.Info), when set: cost_prior (factor),
 	// index_delay (ms), index_drop (probability), metrics_poll (ms; -1:
 	// never).
@@ -136,6 +140,8 @@ func ParseSpec(s string) (Spec, error) {
 			sp.Merge, err = strconv.ParseFloat(v, 64)
 		case "rebalance_slo":
 			sp.RebalanceSLO, err = strconv.ParseFloat(v, 64)
+		case "slo_share":
+			sp.SLOShare, err = strconv.ParseFloat(v, 64)
 		case "window":
 			sp.Window, err = strconv.Atoi(v)
 		case "order":
@@ -184,6 +190,8 @@ func ParseSpec(s string) (Spec, error) {
 func (sp Spec) checkInfo() error {
 	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 	switch {
+	case sp.SLOShare < 0 || sp.SLOShare > 1 || !finite(sp.SLOShare):
+		return fmt.Errorf("slo_share must be in (0, 1], got %v", sp.SLOShare)
 	case sp.RebalanceSLO < 0 || !finite(sp.RebalanceSLO):
 		return fmt.Errorf("rebalance_slo must be a positive fraction of the SLO, got %v", sp.RebalanceSLO)
 	case sp.CostPrior < 0 || !finite(sp.CostPrior):
@@ -217,6 +225,9 @@ func (sp Spec) apply(o Options) Options {
 	}
 	if sp.Merge > 0 {
 		o.Scheduler.KeyDepth.MergeFactor = sp.Merge
+	}
+	if sp.SLOShare > 0 {
+		o.Scheduler.Queue.SLOShare = sp.SLOShare
 	}
 	if sp.RebalanceSLO > 0 {
 		o.RebalanceSLO = sp.RebalanceSLO
