@@ -85,8 +85,6 @@ func (f *aheadFit) observe(ahead, ttft float64) {
 	f.slopev.set(max((f.sxy/f.n-mx*my)/vx, 0))
 }
 
-
-
 // slope is the learned marginal TTFT of a token of work ahead, in seconds
 // (0 until identified).
 func (f *aheadFit) slope() float64 { return f.slopev.get() }
