@@ -1,7 +1,9 @@
 package scheduler
 
 import (
+	"fmt"
 	"math"
+	"os"
 	"sync"
 )
 
@@ -17,9 +19,11 @@ import (
 //
 // A request routed to instance i waits in the router when
 //
-//   - the engine reports a queue of its own (vllm:num_requests_waiting > 0
-//     in its last report, less the requests this replica saw complete
-//     there since, plus those it dispatched there since): the engine could
+//   - the engine is full: its last report showed requests waiting
+//     (vllm:num_requests_waiting > 0) at its limit on running requests
+//     (the most it was seen running with a queue: max_num_seqs), and this
+//     replica has seen no more of its requests complete there since than
+//     were waiting plus those it dispatched there since: the engine could
 //     not start it now; or
 //   - work is pending on i (uncached prompt tokens dispatched and not yet
 //     through prefill, all replicas') and a x (pending + its own uncached
@@ -83,20 +87,34 @@ func (f *aheadFit) observe(ahead, ttft float64) {
 		return
 	}
 	f.slopev.set(max((f.sxy/f.n-mx*my)/vx, 0))
+	dbgN++
+	if dbgN%500 == 0 && os.Getenv("ADM_DEBUG") != "" {
+		fmt.Fprintf(os.Stderr, "slope %.3g mx %.0f sdx %.0f my %.3f\n", f.slope(), mx, math.Sqrt(vx), my)
+	}
 }
+
+var dbgN int
+var dbgIdle = os.Getenv("ADM_IDLE") != ""
+var dbgNoQ = os.Getenv("ADM_NOQ") != ""
 
 // slope is the learned marginal TTFT of a token of work ahead, in seconds
 // (0 until identified).
 func (f *aheadFit) slope() float64 { return f.slopev.get() }
 
 // engineQueuing reports whether in's engine is, as far as this replica
-// can tell, queuing requests it could not start: its last report showed
-// waiting requests, and this replica's dispatches there since have not
-// been outnumbered by its completions there since.
+// can tell, full: its last report showed requests waiting with as many
+// running as the most it was ever seen running with a queue (engineSlots,
+// its limit on running requests; a queue below it waits for memory, not
+// for a slot, and the estimate's memory term covers that), and this
+// replica has not seen more of its requests complete there since than
+// the waiting ones and those it dispatched since: a request sent now would
+// wait in the engine's queue, where it can no longer be reordered or
+// moved. Between reports of no queue nothing is assumed: an engine at its
+// limit without a queue may be one whose limit is higher than seen.
 func (in *instance) engineQueuing() bool {
 	w := in.engineWaiting.get()
 	return w > 0 && in.engineRunning.get() >= in.engineSlots.get() &&
-		w+in.sinceReport.dispatched.get()-in.sinceReport.completed.get() > 0
+		w+in.sinceReport.dispatched.get()-in.sinceReport.completed.get() >= 0
 }
 
 // aheadBudget is the time, in seconds, the work ahead on an instance may
@@ -114,7 +132,7 @@ func (s *Scheduler) admitAdaptive(in *instance, r *Request) bool {
 	if flight == 0 {
 		return true
 	}
-	if in.engineQueuing() {
+	if !dbgNoQ && in.engineQueuing() {
 		return false
 	}
 	p := in.pendingTokens.get() + in.remote.PendingTokens.get()
@@ -123,6 +141,9 @@ func (s *Scheduler) admitAdaptive(in *instance, r *Request) bool {
 
 // idleAdaptive is idle under QueueConfig.Adaptive.
 func (s *Scheduler) idleAdaptive(in *instance) bool {
+	if dbgIdle {
+		return in.pendingTokens.get() == 0 && in.inFlight() < s.cfg.Queue.IdleRunning
+	}
 	if in.inFlight() >= s.cfg.Queue.IdleRunning || in.engineQueuing() {
 		return false
 	}

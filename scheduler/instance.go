@@ -80,9 +80,9 @@ type instance struct {
 	// sinceReport counts this replica's dispatches and completions there
 	// since the engine's last report (admission.go).
 	sinceReport struct{ dispatched, completed counter }
-	// engineSlots is the most requests the engine reported running while
-	// it also reported some waiting: its limit on running requests
-	// (max_num_seqs), as far as seen (admission.go).
+	// engineSlots is the engine's limit on running requests (max_num_seqs)
+	// as far as seen: the most it reported running while it also reported
+	// requests waiting (admission.go); 0 until then.
 	engineSlots counter
 	avgUncached atomicFloat
 	// prefilling counts the dispatched requests not yet through prefill,

@@ -131,6 +131,7 @@ func (s *Scheduler) SetEngineLoad(id string, l EngineLoad) error {
 	in.engineKV.set(l.KVUsage)
 	in.sinceReport.dispatched.set(0)
 	in.sinceReport.completed.set(0)
+	// The running limit: the most seen running with a queue.
 	if l.Waiting > 0 && l.Running > in.engineSlots.get() {
 		in.engineSlots.set(l.Running)
 	}

@@ -254,8 +254,11 @@ type schedulerSetting struct {
 func (c Config) schedulerSettings(at string, p Pool) []schedulerSetting {
 	return []schedulerSetting{
 		{"slo.default", func(s *scheduler.Config) { s.SLO = c.SLO.Default }},
-		// Negative: no router queue, the scheduler's 0.
-		{"limits.queue_budget_tokens", func(s *scheduler.Config) { s.Queue.Budget = max(c.Limits.QueueBudgetTokens, 0) }},
+		// 0: the adaptive rule; negative: no router queue, the scheduler's 0.
+		{"limits.queue_budget_tokens", func(s *scheduler.Config) {
+			s.Queue.Budget, s.Queue.Adaptive = max(c.Limits.QueueBudgetTokens, 0), c.Limits.QueueBudgetTokens == 0
+		}},
+		{"limits.queue_slo_share", func(s *scheduler.Config) { s.Queue.SLOShare = c.Limits.QueueSLOShare }},
 		{"limits.max_queue_wait", func(s *scheduler.Config) { s.Queue.MaxWait = c.Limits.MaxQueueWait }},
 		{"limits.queue_order", func(s *scheduler.Config) { s.Queue.Order = c.Limits.QueueOrder }},
 		{"limits.late_requests", func(s *scheduler.Config) { s.Queue.Late = c.Limits.LateRequests }},
