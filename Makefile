@@ -106,10 +106,13 @@ bench-e2e:
 	DUALMAP_BENCH_E2E=1 DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -v -run TestAddedLatencyReport ./e2e/
 
 # bench-peer: dualmap and llm-d's endpoint picker side by side behind the
-# same gateway-style Envoy (a report). LLMD_SRC: an llm-d-router checkout,
-# whose EPP is built once into the cache by scripts/llmd-epp.sh.
+# same gateway-style Envoy, one and three replicas, at shares of the
+# measured capacity (a report; knobs at the top of scripts/bench-peer.sh).
+# LLMD_SRC: an llm-d-router checkout, whose EPP is built once into the cache
+# by scripts/llmd-epp.sh; LLMD_SIM_SRC: an llm-d-inference-sim checkout,
+# llm-d's vLLM simulator (scripts/llmd-sim.sh), to run on it too.
 bench-peer:
-	GO=$(GO) LLMD_SRC="$(LLMD_SRC)" bash scripts/bench-peer.sh
+	GO=$(GO) LLMD_SRC="$(LLMD_SRC)" LLMD_SIM_SRC="$(LLMD_SIM_SRC)" bash scripts/bench-peer.sh
 
 # soak: the conversation trace through Envoy and three routers sharing Redis
 # for DUALMAP_SOAK_DURATION (default 10m), Redis restarted twice (a report).
@@ -156,7 +159,7 @@ test-tokenizers: libtokenizers
 # worker, one package at a time; long (see docs/testing.md for times and the
 # knobs: MUTATE_PKGS, MUTATE_EXCLUDE, MUTATE_DIFF=main for a branch's lines).
 # fuzz: every fuzz target of the module, FUZZTIME each (default 30s);
-# fuzz-short: the same at 10s each (8 targets: about 1.5 minutes). Crashers
+# fuzz-short: the same at 10s each (times in docs/testing.md). Crashers
 # land in the package's testdata/fuzz/.
 .PHONY: mutate fuzz fuzz-short
 FUZZTIME ?= 30s

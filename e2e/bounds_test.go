@@ -52,7 +52,7 @@ func TestStreamCapThroughEnvoy(t *testing.T) {
 		held = append(held, c)
 		fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: e2e\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(faultWait)
 	for routerGauge(t, router, "dualmap_streams") != fmt.Sprint(maxStreams) {
 		if time.Now().After(deadline) {
 			t.Fatalf("dualmap_streams = %q, want %d", routerGauge(t, router, "dualmap_streams"), maxStreams)
@@ -68,7 +68,7 @@ func TestStreamCapThroughEnvoy(t *testing.T) {
 		c.Close()
 	}
 	held = nil
-	deadline = time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(faultWait)
 	for routerGauge(t, router, "dualmap_streams") != "0" {
 		if time.Now().After(deadline) {
 			t.Fatalf("dualmap_streams = %q after the clients left, want 0", routerGauge(t, router, "dualmap_streams"))

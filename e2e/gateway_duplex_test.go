@@ -157,7 +157,7 @@ func TestGatewayStreamingTTFT(t *testing.T) {
 	if !done || events < 10 {
 		t.Fatalf("stream: %d events, [DONE] %v; want the whole stream", events, done)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(faultWait)
 	for routerSeries(t, router, "dualmap_first_byte_seconds_count") < before+1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the router recorded no first byte for the stream")
@@ -192,7 +192,7 @@ func TestGatewayShedding(t *testing.T) {
 		held = append(held, c)
 		fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: e2e\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(faultWait)
 	for routerGauge(t, g.routers[0], "dualmap_streams") != "2" {
 		if time.Now().After(deadline) {
 			t.Fatalf("dualmap_streams = %q, want 2", routerGauge(t, g.routers[0], "dualmap_streams"))
@@ -215,7 +215,7 @@ func TestGatewayShedding(t *testing.T) {
 	for _, e := range g.engines {
 		e.killNow()
 	}
-	deadline = time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(faultWait)
 	for {
 		// Until the router's health checks see the deaths, Envoy's own
 		// 503 (connect failure) comes back; then the router's.
@@ -332,7 +332,7 @@ func TestGatewayServedEndpointFeedsBack(t *testing.T) {
 	if fails == 0 {
 		t.Fatalf("no request reached %s in 64 tries", failing)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(faultWait)
 	for routerSeriesWith(t, router, "dualmap_upstream_errors_total", `instance="`+reported+`"`) < 1 {
 		if time.Now().After(deadline) {
 			t.Fatalf("upstream errors charged to the reported %s: %v, to the picked %s: %v; want the reported one charged",

@@ -174,10 +174,10 @@ func (g *gatewayStack) eppHealthy(t testing.TB, i int) bool {
 // waitEPPHealth waits until Envoy sees router i as healthy (or not).
 func (g *gatewayStack) waitEPPHealth(t testing.TB, i int, healthy bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(faultWait)
 	for g.eppHealthy(t, i) != healthy {
 		if time.Now().After(deadline) {
-			t.Fatalf("Envoy's EPP cluster: router %d healthy = %v after 10s, want %v\n%s", i, !healthy, healthy, g.envoyGet(t, "/clusters"))
+			t.Fatalf("Envoy's EPP cluster: router %d healthy = %v after %v, want %v\n%s", i, !healthy, faultWait, healthy, g.envoyGet(t, "/clusters"))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -98,10 +98,10 @@ func TestGatewayReadinessFollowsInstances(t *testing.T) {
 		}
 	}
 	waitReadiness := func(want healthpb.HealthCheckResponse_ServingStatus) {
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(faultWait)
 		for g.grpcHealth(t, 0, "readiness") != want {
 			if time.Now().After(deadline) {
-				t.Fatalf("readiness not %v after 10s", want)
+				t.Fatalf("readiness not %v after %v", want, faultWait)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}

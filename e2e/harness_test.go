@@ -374,7 +374,7 @@ func startRedis(t testing.TB, dir string) *redisProc {
 func (r *redisProc) start() {
 	r.p = startProc(r.t, r.dir, fmt.Sprintf("redis-%d", time.Now().UnixNano()), "redis-server",
 		"--port", fmt.Sprint(r.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(faultWait)
 	for {
 		if c, err := net.Dial("tcp", r.addr); err == nil {
 			c.Close()

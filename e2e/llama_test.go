@@ -193,13 +193,12 @@ func TestLlamaServer(t *testing.T) {
 		// The router read the same figures from the responses.
 		inst := `instance="` + first.instance + `"`
 		var reported float64
-		deadline := time.Now().Add(5 * time.Second)
-		for time.Now().Before(deadline) {
-			if reported = s.routerMetric(t, "dualmap_engine_cached_tokens_total", inst); reported > 0 {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		// The counter is updated as each response ends: wait (bounded) for
+		// all five rather than the first.
+		waitLoad(func() bool {
+			reported = s.routerMetric(t, "dualmap_engine_cached_tokens_total", inst)
+			return reported >= 5*500
+		})
 		predicted := s.routerMetric(t, "dualmap_predicted_cached_tokens_total", inst)
 		t.Logf("router: engine-reported cached tokens on %s %v, predicted %v", first.instance, reported, predicted)
 		if reported < 5*500 {
@@ -324,7 +323,7 @@ func TestLlamaServerKilled(t *testing.T) {
 	samples, faultAt := victim.samples, victim.faultAt
 	failed := checkFailures(t, samples, faultAt)
 	t.Logf("llama-server %s killed mid-run, after it served %d requests: %d of %d requests failed; decisions of those served: %v", victim.addr, victim.served, failed, len(samples), servedBy(samples))
-	time.Sleep(time.Second)
+	waitUnhealthy(t, s, victim.addr)
 	for i := 0; i < 6; i++ {
 		r := s.post("/v1/chat/completions", chatBody(fmt.Sprintf("after %d %s", i, llamaSystem), "hi", false, 4))
 		if r.failed() || r.instance == victim.addr {

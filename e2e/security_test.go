@@ -105,7 +105,7 @@ func TestClientCannotChooseTheDestination(t *testing.T) {
 
 func waitFor(t *testing.T, ok func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !ok(); {
+	for deadline := time.Now().Add(faultWait); !ok(); {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not met in 5s")
 		}

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -292,6 +293,37 @@ func killBusiest(t *testing.T, s *stack, prompt func(w, i int) string, after tim
 	return k
 }
 
+// waitUnhealthy waits, at most faultWait, until every router of s reports
+// instance addr out of rotation (dualmap_instance_healthy 0 on /metrics),
+// so that what a test asserts about later requests does not depend on how
+// soon a loaded machine runs the health check.
+func waitUnhealthy(t *testing.T, s *stack, addr string) {
+	t.Helper()
+	want := `instance="` + addr + `"`
+	down := func(r *routerProc) bool {
+		resp, err := client.Get("http://" + r.admin + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+		if err != nil {
+			return false
+		}
+		for _, line := range strings.Split(string(body), "\n") {
+			if strings.HasPrefix(line, "dualmap_instance_healthy{") && strings.Contains(line, want) {
+				return strings.HasSuffix(line, " 0")
+			}
+		}
+		return false
+	}
+	for _, r := range s.routers {
+		if !waitLoad(func() bool { return down(r) }) {
+			t.Fatalf("router %s still has %s in rotation %v after it died", r.admin, addr, faultWait)
+		}
+	}
+}
+
 // startedAfter returns the samples that started at or after at.
 func startedAfter(done []sample, at time.Time) []sample {
 	var later []sample
@@ -447,8 +479,8 @@ func TestEngineKilled(t *testing.T) {
 	samples, faultAt := victim.samples, victim.faultAt
 	failed := checkFailures(t, samples, faultAt)
 	t.Logf("engine %s killed mid-run, after it served %d requests: %d of %d requests failed", victim.addr, victim.served, failed, len(samples))
-	// The health check runs every 200ms: a second later the router knows.
-	time.Sleep(time.Second)
+	// The health check runs every 200ms; wait until the routers know.
+	waitUnhealthy(t, s, victim.addr)
 	for i := 0; i < 20; i++ {
 		r := s.post("/v1/chat/completions", chatBody(fmt.Sprintf("after %d %s", i, systemPrompt), "hi", false, 4))
 		if r.failed() || r.instance == victim.addr {
@@ -472,7 +504,20 @@ func TestRouterReplicaKilled(t *testing.T) {
 	})
 	failed := checkFailures(t, samples, faultAt)
 	t.Logf("router replica killed (SIGKILL) mid-run: %d of %d requests failed", failed, len(samples))
-	time.Sleep(1500 * time.Millisecond)
+	// Wait until Envoy has taken the dead replica out (ejected or failed
+	// its health check) rather than guess how long that takes.
+	key := "dualmap::" + s.routers[0].grpc + "::health_flags::"
+	out := func() bool {
+		for _, line := range strings.Split(s.envoyGet(t, "/clusters"), "\n") {
+			if strings.HasPrefix(line, key) {
+				return strings.TrimPrefix(line, key) != "healthy"
+			}
+		}
+		return false
+	}
+	if !waitLoad(out) {
+		t.Fatalf("Envoy still counts the killed replica %s healthy after %v:\n%s", s.routers[0].grpc, faultWait, s.envoyGet(t, "/clusters"))
+	}
 	for i := 0; i < 20; i++ {
 		if r := s.post("/v1/chat/completions", chatBody(fmt.Sprintf("later %d", i), "hi", false, 4)); r.status != 200 {
 			t.Fatalf("after the replica died: %v", r)

@@ -122,7 +122,7 @@ func TestXDSEndpointsThroughEnvoyAndRouter(t *testing.T) {
 	// waitFor polls the samples started after since until cond holds for one.
 	waitFor := func(what string, since time.Time, cond func(reply) bool) time.Duration {
 		t.Helper()
-		deadline := since.Add(15 * time.Second)
+		deadline := since.Add(faultWait)
 		for time.Now().Before(deadline) {
 			mu.Lock()
 			for _, sm := range samples {
@@ -150,8 +150,14 @@ func TestXDSEndpointsThroughEnvoyAndRouter(t *testing.T) {
 		return m
 	}
 
+	// At least 2s of traffic, and (bounded) until the endpoint to remove
+	// has had requests, so the removal below is certain to be observable.
 	start := time.Now()
 	time.Sleep(2 * time.Second)
+	waitLoad(func() bool {
+		b := used(start, time.Now())
+		return b["decided "+e[0]] > 0 && b["served "+e[0]] > 0
+	})
 	before := used(start, time.Now())
 	for k := range before {
 		if strings.HasSuffix(k, e[2]) || strings.HasSuffix(k, e[3]) {
@@ -173,7 +179,7 @@ func TestXDSEndpointsThroughEnvoyAndRouter(t *testing.T) {
 	x.set(t, e[1], e[2])
 	// The removal is in effect once 2s of traffic pass without e[0].
 	var quietFrom time.Time
-	deadline := removed.Add(15 * time.Second)
+	deadline := removed.Add(faultWait)
 	for {
 		time.Sleep(100 * time.Millisecond)
 		mu.Lock()
@@ -189,7 +195,7 @@ func TestXDSEndpointsThroughEnvoyAndRouter(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("endpoint %s removed: still getting requests 15s later", e[0])
+			t.Fatalf("endpoint %s removed: still getting requests %v later", e[0], faultWait)
 		}
 	}
 	t.Logf("endpoint %s removed: last request there %v after the snapshot", e[0], quietFrom.Sub(removed).Round(time.Millisecond))

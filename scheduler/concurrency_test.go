@@ -75,9 +75,13 @@ func TestConcurrentMovesAndCancels(t *testing.T) {
 			}
 		}(g)
 	}
-	wg.Wait()
+	// Every EnqueueAndWait returns: a bounded wait (the run takes about a
+	// second; a minute is for a loaded machine), so a hang (a cancelled
+	// request left queued, whose later delivery blocks on a reused waiter)
+	// fails here with a message instead of at the package's timeout.
+	waitWithin(t, &wg, time.Minute, "the 12 goroutines' 300 requests each")
 	close(stop)
-	churn.Wait()
+	waitWithin(t, &churn, bound, "the churn goroutine, once stopped")
 	for _, in := range full {
 		_ = s.SetHealthy(in.ID, true)
 		_ = s.SetDraining(in.ID, false)

@@ -14,7 +14,9 @@
 //   - kvindex.go: which chained block hashes each instance is believed to
 //     hold; blockset.go, the lock-free set that lets policies read it.
 //   - estimator.go: the TTFT estimator with an online per-token cost.
-//   - policy*.go: the routing policies, one per file, behind Policy.
+//   - policy*.go: the routing policies, one per file, behind the unexported
+//     policy interface; each registers itself by name and is chosen with
+//     Config.Policy and its Params (policy.go decodes and validates them).
 //   - queue.go: router-side per-instance queues with aging (§3.3).
 //   - flow.go: flow control: EnqueueAndWait blocks a caller until its
 //     request is dispatched, shed or cancelled; Submit and Waiter are the

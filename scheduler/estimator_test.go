@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 )
 
 // bare is a cost configuration whose estimate is the prefill term alone.
@@ -131,6 +132,78 @@ func TestCostConfigRejectsBadLoadTerms(t *testing.T) {
 		err := c.cfg.withDefaults().validate()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: err = %v, want one naming %s", c.cfg, err, c.want)
+		}
+	}
+}
+
+// The wait for a sequence slot: none while a slot is free (up to
+// MaxSeqs-1 requests occupy the engine), one slot's worth, S/MaxSeqs,
+// from exactly MaxSeqs occupied (the new request is the one over), and
+// S/MaxSeqs more per request beyond. Pins slotWait's boundary (over =
+// occupied - MaxSeqs + 1, over <= 0) and its size (S x over / MaxSeqs),
+// in terms() and ttft() alike.
+func TestEstimatorSlotWait(t *testing.T) {
+	const svc, maxSeqs = 8.0, 4
+	cfg := bare(CostConfig{PerToken: 0.0001, MaxSeqs: maxSeqs, ServiceTime: svc})
+	e := newEstimator(&cfg, cfg.PerToken, 1)
+	base := e.ttft(load{}, 1000) // 0.1 s of prefill, nothing else
+	for _, tt := range []struct {
+		occupied int
+		want     float64 // seconds of slot wait
+	}{
+		{0, 0},
+		{maxSeqs - 1, 0},         // the last free slot
+		{maxSeqs, svc / maxSeqs}, // all slots taken: one must free
+		{maxSeqs + 1, 2 * svc / maxSeqs},
+		{3 * maxSeqs, (2*maxSeqs + 1) * svc / maxSeqs},
+	} {
+		l := load{occupied: tt.occupied}
+		if got := e.slotWait(l); math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("slotWait() with %d of %d slots occupied = %v, want %v", tt.occupied, maxSeqs, got, tt.want)
+		}
+		if got := e.ttft(l, 1000) - base; math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("ttft() with %d occupied adds %v to the idle estimate, want the slot wait %v", tt.occupied, got, tt.want)
+		}
+		if got := e.terms(l, 1000).Memory; math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("terms().Memory with %d occupied = %v, want the slot wait %v", tt.occupied, got, tt.want)
+		}
+	}
+	// S is the learned service time: the wait follows it.
+	for range 500 {
+		e.observeService(2)
+	}
+	if got, want := e.slotWait(load{occupied: maxSeqs}), e.serviceTime()/maxSeqs; math.Abs(got-want) > 1e-12 || want > 0.6 {
+		t.Errorf("slotWait() after learning S = %v, want %v (S/MaxSeqs with S = %v, near 2)", got, want, e.serviceTime())
+	}
+}
+
+// The same boundary as the scheduler sees it: requests dispatched to an
+// instance and through prefill occupy its slots until they complete; the
+// estimate jumps by S/MaxSeqs when the MaxSeqs-th is running, not before.
+func TestSlotWaitThroughScheduler(t *testing.T) {
+	const maxSeqs = 4
+	cost := bare(CostConfig{PerToken: 0.0001, MaxSeqs: maxSeqs, ServiceTime: 8, LearnRate: -1})
+	s, _ := mustNew(t, Config{Policy: "least-loaded", Cost: cost}, 1)
+	probe := req(prompt(9, 9, 0, 2))
+	estimate := func() time.Duration {
+		t.Helper()
+		d, err := s.Pick(probe)
+		if err != nil {
+			t.Fatalf("Pick() error = %v", err)
+		}
+		return d.EstimatedTTFT
+	}
+	idle := estimate()
+	for running := 1; running <= maxSeqs+1; running++ {
+		r := req(prompt(uint64(running), uint64(running), 0, 2))
+		route(t, s, r)
+		s.FirstToken(r) // through prefill: nothing ahead, one slot held
+		want := time.Duration(0)
+		if over := running - maxSeqs + 1; over > 0 {
+			want = time.Duration(over) * 2 * time.Second // S/MaxSeqs = 2 s per request over
+		}
+		if got := estimate() - idle; got < want-time.Microsecond || got > want+time.Microsecond {
+			t.Errorf("with %d of %d slots running, the estimate grew by %v, want the slot wait %v", running, maxSeqs, got, want)
 		}
 	}
 }

@@ -34,11 +34,11 @@ func (r *Request) notifyFailed(err error) {
 // EnqueueAndWait routes r and blocks until it is dispatched, shed or ctx
 // ends. It returns the decision of a dispatched request; an error wrapping
 // the reason when the scheduler sheds it (ErrNoEndpoint, ErrLate,
-// ErrQueueTimeout, ErrBadRequest); or ctx's error, after withdrawing r (from
-// its queue, or releasing its load if it was dispatched as ctx ended). On
-// every error path r holds nothing in the scheduler. After a decision the
-// caller reports the request's progress with FirstToken and ends it with
-// Complete or Cancel.
+// ErrQueueTimeout, ErrShed) or cannot route it (ErrBadRequest); or ctx's
+// error, after withdrawing r (from its queue, or releasing its load if it
+// was dispatched as ctx ended). On every error path r holds nothing in the
+// scheduler. After a decision the caller reports the request's progress
+// with FirstToken and ends it with Complete or Cancel.
 func (s *Scheduler) EnqueueAndWait(ctx context.Context, r *Request) (Decision, error) {
 	w := waiters.Get().(*chanWaiter)
 	defer waiters.Put(w)

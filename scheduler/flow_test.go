@@ -64,7 +64,7 @@ func TestEnqueueAndWaitBlocksUntilDispatched(t *testing.T) {
 	default:
 	}
 	s.FirstToken(first) // pending prefill drains: the waiter is dispatched
-	r := <-done
+	r := recv(t, done, "the queued request's dispatch after the first token drained the queue")
 	if r.err != nil || r.d.Queued || r.d.Instance == "" {
 		t.Fatalf("EnqueueAndWait() = %+v, %v; want dispatched", r.d, r.err)
 	}
@@ -87,7 +87,7 @@ func TestEnqueueAndWaitCancelledReleasesEverything(t *testing.T) {
 	}()
 	waitQueued(t, s, 1)
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := recv(t, done, "EnqueueAndWait() returning after its context was cancelled"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("EnqueueAndWait() error = %v, want context.Canceled", err)
 	}
 	if n := s.QueueLen(); n != 0 {
@@ -140,7 +140,7 @@ func TestEnqueueAndWaitShed(t *testing.T) {
 			}()
 			waitQueued(t, s, 1)
 			tt.shed(s, clk)
-			if err := <-done; !errors.Is(err, tt.want) {
+			if err := recv(t, done, "EnqueueAndWait() returning once its request was shed ("+tt.name+")"); !errors.Is(err, tt.want) {
 				t.Fatalf("EnqueueAndWait() error = %v, want %v", err, tt.want)
 			}
 			if n := s.QueueLen(); n != 0 {
@@ -171,10 +171,92 @@ func TestEnqueueAndWaitCancelRace(t *testing.T) {
 		waitQueued(t, s, 1)
 		go s.FirstToken(first) // dispatches second, racing the cancel
 		cancel()
-		if err := <-done; err == nil {
+		if err := recv(t, done, "EnqueueAndWait() returning after a cancel racing its dispatch"); err == nil {
 			s.Complete(second)
 		}
 		s.Complete(first)
 		assertIdle(t, s)
 	}
+}
+
+// hookCtx is a context already cancelled whose Done runs hook first (once):
+// EnqueueAndWait calls Done after Submit queued the request, right before
+// it selects, so the hook can deliver the request's decision there and
+// both of the select's cases are ready when it runs.
+type hookCtx struct {
+	context.Context
+	hook func()
+	done chan struct{}
+}
+
+func newHookCtx(hook func()) *hookCtx {
+	c := &hookCtx{Context: context.Background(), hook: hook, done: make(chan struct{})}
+	close(c.done)
+	return c
+}
+
+func (c *hookCtx) Done() <-chan struct{} {
+	if h := c.hook; h != nil {
+		c.hook = nil
+		h()
+	}
+	return c.done
+}
+
+func (c *hookCtx) Err() error { return context.Canceled }
+
+// A pooled waiter reused after a cancellation that raced a delivery never
+// hands the stale decision to the next request: a request that has not
+// been dispatched never returns a decision. Each round delivers the
+// decision of a queued request in the instant its context ends (both
+// select cases ready, the select picks one at random), then asks the pool
+// for the next request, which must queue. Pins EnqueueAndWait's emptying
+// of the channel after Cancel (left out, the next request that takes the
+// waiter returns the earlier request's decision while it still waits).
+func TestEnqueueAndWaitReusedWaiterNotStale(t *testing.T) {
+	s, _ := mustNew(t, Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 100}}, 1)
+	raced := 0
+	for i := 0; i < 200; i++ {
+		first := req(prompt(0, uint64(4*i), 0, 4)) // four distinct prompts a round
+		if _, err := s.EnqueueAndWait(context.Background(), first); err != nil {
+			t.Fatal(err)
+		}
+		second := req(prompt(0, uint64(4*i+1), 0, 4))
+		ctx := newHookCtx(func() {
+			if st := second.state; st != stateQueued {
+				t.Fatalf("round %d: the second request is in state %v when EnqueueAndWait selects, want queued", i, st)
+			}
+			s.FirstToken(first) // drains the queue: second's decision is delivered now
+		})
+		d, err := s.EnqueueAndWait(ctx, second)
+		switch {
+		case errors.Is(err, context.Canceled):
+			raced++ // the cancellation won: second was released, its decision is stale
+		case err != nil:
+			t.Fatalf("round %d: EnqueueAndWait() error = %v", i, err)
+		default:
+			if d.Instance == "" || second.state != stateDispatched {
+				t.Fatalf("round %d: EnqueueAndWait() = %+v with the request in state %v, want it dispatched", i, d, second.state)
+			}
+			s.Complete(second)
+		}
+		// The next request queues behind blocker's prefill and is never
+		// dispatched: its context is already cancelled, so the only
+		// right outcome is context.Canceled.
+		blocker := req(prompt(0, uint64(4*i+2), 0, 4))
+		if d, err := s.EnqueueAndWait(context.Background(), blocker); err != nil || d.Queued {
+			t.Fatalf("round %d: blocker = %+v, %v; want dispatched at once", i, d, err)
+		}
+		third := req(prompt(0, uint64(4*i+3), 0, 4))
+		if d, err := s.EnqueueAndWait(newHookCtx(nil), third); err == nil {
+			t.Fatalf("round %d: EnqueueAndWait() of a request that was never dispatched returned %+v (instance %s, %d cached tokens), want context.Canceled: a stale decision from the pooled waiter", i, d, d.Instance, d.CachedTokens)
+		}
+		s.Complete(blocker)
+		s.Complete(first)
+		assertIdle(t, s)
+	}
+	if raced == 0 {
+		t.Fatal("the cancellation never won the select in 200 rounds: the race this test is for did not happen")
+	}
+	t.Logf("%d of 200 rounds cancelled with a decision delivered", raced)
 }

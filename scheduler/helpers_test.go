@@ -148,3 +148,58 @@ func recorder(s *Scheduler) *outcome {
 	}
 	return o
 }
+
+// bound is how long a call that should return at once may take before a
+// test reports it as hung (a loop that never ends, a wait never woken):
+// far beyond any real run, however loaded the machine, and far below the
+// package's timeout, so a hang fails with a message that names it.
+const bound = 10 * time.Second
+
+// submitWithin is Submit(r, w), failing the test if it has not returned
+// within bound. A Submit that never returns is left running.
+func submitWithin(t testing.TB, s *Scheduler, r *Request, w Waiter, what string) (Decision, error) {
+	t.Helper()
+	type result struct {
+		d   Decision
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		d, err := s.Submit(r, w)
+		done <- result{d, err}
+	}()
+	select {
+	case res := <-done:
+		return res.d, res.err
+	case <-time.After(bound):
+		t.Fatalf("Submit() of %s did not return within %v (a placement loop that never ends?)", what, bound)
+		return Decision{}, nil
+	}
+}
+
+// recv waits for a value from ch, failing the test with what it waited
+// for if none comes within bound.
+func recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(bound):
+		t.Fatalf("%s did not happen within %v", what, bound)
+		var zero T
+		return zero
+	}
+}
+
+// waitWithin waits for wg, failing the test with what it waited for if the
+// group is not done within d.
+func waitWithin(t testing.TB, wg *sync.WaitGroup, d time.Duration, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s did not finish within %v (a call that never returns, or a delivery blocked on a full waiter?)", what, d)
+	}
+}

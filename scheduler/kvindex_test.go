@@ -100,3 +100,61 @@ func TestKVIndexZeroAllocLookup(t *testing.T) {
 		t.Errorf("add (steady state) allocs = %v, want 0", a)
 	}
 }
+
+// Re-listing a member with a smaller cache capacity shrinks its KV index
+// at once, to the new bound, keeping the prefix (the deepest blocks go
+// first), and the bound holds for what is added later; a larger capacity
+// lets it grow again. Pins SetInstances' setCapacity for a known member
+// (left out, the index keeps its 40 blocks) and setCapacity's eviction
+// (one block too many or too few, or the bound not kept for later adds).
+func TestSetInstancesShrinksKVIndex(t *testing.T) {
+	const bs = 512
+	s, _ := mustNew(t, Config{Policy: "cache-affinity", BlockSize: bs}, 1)
+	id := pool(1)[0].ID
+	relist := func(blocks int) {
+		t.Helper()
+		if err := s.SetInstances([]Instance{{ID: id, CacheTokens: blocks * bs}}); err != nil {
+			t.Fatalf("SetInstances(%d blocks) error = %v", blocks, err)
+		}
+	}
+	cachedOf := func(blocks []uint64) int {
+		t.Helper()
+		d, err := s.Pick(req(blocks))
+		if err != nil {
+			t.Fatalf("Pick() error = %v", err)
+		}
+		return d.CachedTokens / bs
+	}
+	relist(100)
+	long := prompt(1, 1, 0, 40)
+	r := req(long)
+	route(t, s, r)
+	s.Complete(r)
+	if got := state(s, id).CachedBlocks; got != 40 {
+		t.Fatalf("CachedBlocks = %d after a 40-block prompt with room for 100, want 40", got)
+	}
+	relist(10)
+	if got := state(s, id).CachedBlocks; got != 10 {
+		t.Errorf("CachedBlocks = %d after re-listing with 10 blocks of capacity, want 10", got)
+	}
+	if got := cachedOf(long); got != 10 {
+		t.Errorf("Pick() cached blocks of the prompt = %d after the shrink, want its first 10", got)
+	}
+	other := prompt(2, 2, 0, 30)
+	r = req(other)
+	route(t, s, r)
+	s.Complete(r)
+	if got := state(s, id).CachedBlocks; got != 10 {
+		t.Errorf("CachedBlocks = %d after another 30-block prompt, want the bound of 10", got)
+	}
+	if got := cachedOf(other); got != 10 {
+		t.Errorf("Pick() cached blocks of the newest prompt = %d, want 10", got)
+	}
+	relist(50)
+	r = req(long)
+	route(t, s, r)
+	s.Complete(r)
+	if got := state(s, id).CachedBlocks; got != 50 {
+		t.Errorf("CachedBlocks = %d after growing to 50 blocks and a 40-block prompt on top of 10, want 50", got)
+	}
+}

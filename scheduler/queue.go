@@ -37,12 +37,10 @@ import (
 // ones that have missed it (whose answers would also slow every decode step
 // for minutes), and a late request is still served when load drops (or
 // fails after MaxWait) rather than dropped. Under cache-first order alone a
-// saturated instance serves
-// everything late once its backlog exceeds the SLO; the simulator shows
-// goodput on the conversation trace going from 6.04 to 7.11 QPS for DualMap
-// (docs/evaluation.md).
+// saturated instance serves everything late once its backlog exceeds the
+// SLO (docs/evaluation.md compares the two orders in the simulator).
 
-// ErrQueueTimeout is the Failure.Err of a request that waited longer than
+// ErrQueueTimeout is the error of a request that waited longer than
 // Queue.MaxWait.
 var ErrQueueTimeout = errors.New("scheduler: queue wait limit exceeded")
 
@@ -114,8 +112,8 @@ const (
 	LateReject = "reject"
 )
 
-// ErrLate is the Failure.Err of a request rejected because it could no
-// longer meet its SLO (QueueConfig.Late = LateReject).
+// ErrLate is the error of a request rejected because it could no longer
+// meet its SLO (QueueConfig.Late = LateReject).
 var ErrLate = errors.New("scheduler: request can no longer meet its TTFT SLO")
 
 func (c QueueConfig) withDefaults() QueueConfig {

@@ -81,13 +81,10 @@ func (s *Scheduler) LocalLoad(dst map[string]Load) {
 	}
 }
 
-// AnyReady returns a ready instance for requests that carry no prompt
-// (model listings, health probes): the (n mod ready)-th ready member, so
-// callers spread them by passing a counter or a request hash.
-func (s *Scheduler) AnyReady(n uint64) (string, error) { return s.AnyReadyOf(n, nil) }
-
-// AnyReadyOf is AnyReady among the members only names (all when only is
-// empty); ErrNoEndpoint when none of them is ready.
+// AnyReadyOf returns a ready instance among the members only names (all
+// when only is empty) for requests that carry no prompt (model listings,
+// health probes): the (n mod ready)-th of them, so callers spread them by
+// passing a counter or a request hash; ErrNoEndpoint when none is ready.
 func (s *Scheduler) AnyReadyOf(n uint64, only []string) (string, error) {
 	p := s.pick.Load()
 	ready, nready := p.ready, p.nready

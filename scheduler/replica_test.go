@@ -81,24 +81,24 @@ func TestRecordCachedSharesWindowedLoad(t *testing.T) {
 	}
 }
 
-func TestAnyReady(t *testing.T) {
+func TestAnyReadyOf(t *testing.T) {
 	s, _ := mustNew(t, Config{}, 3)
 	ids := pool(3)
 	_ = s.SetHealthy(ids[1].ID, false)
 	seen := map[string]bool{}
 	for n := uint64(0); n < 10; n++ {
-		id, err := s.AnyReady(n)
+		id, err := s.AnyReadyOf(n, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		seen[id] = true
 	}
 	if len(seen) != 2 || seen[ids[1].ID] {
-		t.Errorf("AnyReady() visited %v, want the two ready instances", seen)
+		t.Errorf("AnyReadyOf(n, nil) visited %v, want the two ready instances", seen)
 	}
 	empty, _ := mustNew(t, Config{}, 0)
-	if _, err := empty.AnyReady(0); !errors.Is(err, ErrNoEndpoint) {
-		t.Errorf("AnyReady() on an empty pool error = %v", err)
+	if _, err := empty.AnyReadyOf(0, nil); !errors.Is(err, ErrNoEndpoint) {
+		t.Errorf("AnyReadyOf(0, nil) on an empty pool error = %v", err)
 	}
 }
 

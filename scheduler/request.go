@@ -45,7 +45,7 @@ type Request struct {
 	// Priority orders requests in the router queues: a higher priority is
 	// dispatched first (within a priority, the queue's own order applies),
 	// and a request with a negative priority is sheddable: it fails with
-	// ErrQueueTimeout at once instead of waiting in a router queue.
+	// ErrShed at once instead of waiting in a router queue.
 	// Default 0.
 	Priority int
 	// Explain, when not nil, is filled with the candidates the decision

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/dualmap/dualmap/internal/hashing"
@@ -82,14 +83,6 @@ func (r *ring) first(key uint64) int {
 	return lo
 }
 
-// lookup returns the member owning key on this ring, or -1 for an empty ring.
-func (r *ring) lookup(key uint64) int {
-	if len(r.points) == 0 {
-		return -1
-	}
-	return int(r.points[r.first(key)].member)
-}
-
 // ringSet is the d rings of a membership. Candidate i comes from ring i; on
 // a collision with an earlier candidate, or a member that is not ready,
 // ring i is walked clockwise to the next acceptable member.
@@ -123,7 +116,7 @@ func (rs *ringSet) candidates(key uint64, ready []bool, dst *[maxCandidates]int3
 		i := r.first(key)
 		for step := 0; step < n; step++ {
 			m := r.points[i].member
-			if ready[m] && !contains(dst[:k], m) {
+			if ready[m] && !slices.Contains(dst[:k], m) {
 				dst[k] = m
 				k++
 				break
@@ -135,13 +128,4 @@ func (rs *ringSet) candidates(key uint64, ready []bool, dst *[maxCandidates]int3
 		}
 	}
 	return k
-}
-
-func contains(s []int32, v int32) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

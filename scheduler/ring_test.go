@@ -83,7 +83,7 @@ func TestRingsIndependent(t *testing.T) {
 	const keys = 200000
 	for i := 0; i < keys; i++ {
 		k := rng.Uint64()
-		joint[rs.rings[0].lookup(k)][rs.rings[1].lookup(k)]++
+		joint[owner(&rs.rings[0], k)][owner(&rs.rings[1], k)]++
 	}
 	// Each (owner1, owner2) cell should hold about keys/64 keys.
 	want := float64(keys) / float64(n*n)
@@ -154,10 +154,89 @@ func TestWeights(t *testing.T) {
 	var counts [4]int
 	rng := rand.New(rand.NewPCG(7, 8))
 	for i := 0; i < 200000; i++ {
-		counts[r.lookup(rng.Uint64())]++
+		counts[owner(&r, rng.Uint64())]++
 	}
 	share := float64(counts[3]) / 200000
 	if share < 0.4 || share > 0.6 {
 		t.Errorf("weight-3 member share = %.3f, want about 0.5", share)
+	}
+}
+
+// owner returns the member owning key on r (r must have points).
+func owner(r *ring, key uint64) int32 { return r.points[r.first(key)].member }
+
+// ownerScan is the ring's contract computed without its binary search or
+// its sort: the member of the point with the smallest position at or after
+// the key's, or, when the key lies past every point, of the point with the
+// smallest position of all (the ring wraps around).
+func ownerScan(r *ring, key uint64) (member int32, wrapped bool) {
+	h := hashing.Seeded(r.seed, key)
+	best, lowest := -1, -1
+	for i, p := range r.points {
+		if p.pos >= h && (best < 0 || p.pos < r.points[best].pos) {
+			best = i
+		}
+		if lowest < 0 || p.pos < r.points[lowest].pos {
+			lowest = i
+		}
+	}
+	if best < 0 {
+		return r.points[lowest].member, true
+	}
+	return r.points[best].member, false
+}
+
+// Ring wrap-around: a key whose position is past the last point belongs to
+// the first point's member, and a walk that skips unready members past the
+// last point continues at the first. Pins ring.first's `lo = 0` and the
+// walk's `i = 0` in candidates (made `len(pts)-1`, or left off, each of the
+// checks below fails).
+func TestRingWrapAround(t *testing.T) {
+	// Three members with one point each: every point is a different member,
+	// so landing on the last point instead of the first is visible.
+	list := []string{"a:1", "b:1", "c:1"}
+	rs := newRingSet(1, list, nil, 1)
+	r := &rs.rings[0]
+	last := r.points[len(r.points)-1]
+	wraps, checked := 0, 0
+	for key := uint64(1); wraps < 50 || checked < 2000; key++ {
+		if key > 1<<20 {
+			t.Fatalf("%d keys tried, %d past the last point (at %x): the search for wrapping keys is broken", key, wraps, last.pos)
+		}
+		want, wrapped := ownerScan(r, key)
+		if got := owner(r, key); got != want {
+			t.Fatalf("owner(%x) = member %d, want %d (wrapped around: %v; first point %d, last %d)", key, got, want, wrapped, r.points[0].member, last.member)
+		}
+		if wrapped {
+			wraps++
+			// The walk from the first point when its member is unready goes
+			// to the next point clockwise.
+			ready := allReady(len(list))
+			ready[r.points[0].member] = false
+			var c [maxCandidates]int32
+			if n := rs.candidates(key, ready, &c); n != 1 || c[0] != r.points[1].member {
+				t.Fatalf("candidates(%x) past the last point, first member down = %v, want [%d]", key, c[:n], r.points[1].member)
+			}
+		}
+		checked++
+	}
+	// A key landing on the last point whose member is unready walks past
+	// the end of the points to the first.
+	found := false
+	for key := uint64(1); key < 1<<20 && !found; key++ {
+		h := hashing.Seeded(r.seed, key)
+		if h <= r.points[len(r.points)-2].pos || h > last.pos {
+			continue
+		}
+		found = true
+		ready := allReady(len(list))
+		ready[last.member] = false
+		var c [maxCandidates]int32
+		if n := rs.candidates(key, ready, &c); n != 1 || c[0] != r.points[0].member {
+			t.Fatalf("candidates(%x) on the last point, its member down = %v, want the first point's [%d]", key, c[:n], r.points[0].member)
+		}
+	}
+	if !found {
+		t.Fatal("no key lands on the last point in 2^20 tries")
 	}
 }

@@ -28,15 +28,24 @@ func TestOnlySubset(t *testing.T) {
 			if err := s.SetHealthy("10.0.0.3:8000", false); err != nil {
 				t.Fatal(err)
 			}
+			// Unready members of the subset are not offered: Pick (which
+			// does not retry) says so at once, and a Submit that tried one
+			// would loop (an instance not accepting), caught by the bound.
 			r := req(prompt(1, 1000, 2, 4))
 			r.Only = only
-			if d := route(t, s, r); d.Instance != "10.0.0.11:8000" {
-				t.Errorf("with 10.0.0.3 down, went to %s, want 10.0.0.11:8000", d.Instance)
+			if d, err := s.Pick(r); err != nil || d.Instance != "10.0.0.11:8000" {
+				t.Fatalf("with 10.0.0.3 down, Pick() = %s, %v; want 10.0.0.11:8000", d.Instance, err)
+			}
+			if d, err := submitWithin(t, s, r, recorder(s), "a request whose subset has one ready member"); err != nil || d.Instance != "10.0.0.11:8000" {
+				t.Errorf("with 10.0.0.3 down, went to %s (error %v), want 10.0.0.11:8000", d.Instance, err)
 			}
 			s.SetHealthy("10.0.0.11:8000", false)
 			r = req(prompt(1, 1001, 2, 4))
 			r.Only = only
-			if _, err := s.Submit(r, nil); !errors.Is(err, ErrNoEndpoint) {
+			if d, err := s.Pick(r); !errors.Is(err, ErrNoEndpoint) {
+				t.Fatalf("Pick() with no ready member in the subset = %s, %v; want ErrNoEndpoint", d.Instance, err)
+			}
+			if _, err := submitWithin(t, s, r, nil, "a request whose subset has no ready member"); !errors.Is(err, ErrNoEndpoint) {
 				t.Errorf("Submit() with no ready member in the subset error = %v, want ErrNoEndpoint", err)
 			}
 			r = req(prompt(1, 1002, 2, 4))

@@ -1,20 +1,66 @@
 #!/usr/bin/env bash
-# make bench-peer LLMD_SRC=<llm-d-router checkout>: dualmap and llm-d's
-# endpoint picker side by side behind the same gateway-style Envoy and the
-# same simulated engines (e2e TestPeerReport, a report). Builds llm-d's EPP
-# from LLMD_SRC once (scripts/llmd-epp.sh, cached outside the repository)
-# and installs Envoy when missing (scripts/envoy.sh).
+# make bench-peer LLMD_SRC=<llm-d-router checkout> [LLMD_SIM_SRC=<llm-d-inference-sim checkout>]:
+# dualmap and llm-d's endpoint picker side by side behind the same
+# gateway-style Envoy (envoy/gateway-epp.yaml), one and three replicas each,
+# on llm-d's own vLLM simulator and/or `dualmap engine` (e2e TestPeerBench,
+# a report). Builds llm-d's EPP from LLMD_SRC (scripts/llmd-epp.sh) and its
+# simulator from LLMD_SIM_SRC (scripts/llmd-sim.sh) once, cached outside the
+# repository, installs Envoy when missing (scripts/envoy.sh); fetches
+# nothing else at run time. Per workload it measures the setup's capacity
+# with a rate ramp, then runs every picker in turn at shares of it, fresh
+# engines per run; it prints a Markdown table and writes results.json and
+# results.md under DUALMAP_PEER_OUT/<engine>/.
 #
-#   DUALMAP_PEER_QPS (20,200)   DUALMAP_PEER_REQUESTS (800)   DUALMAP_PEER_CONCURRENCY (2048)
-#   DUALMAP_PEER_TRACE (../shared/traces/conversation_trace.jsonl)   DUALMAP_PEER_PHASES
-#   (throughput,replay)   DUALMAP_PEER_METRICS (1: where requests wait)
+# Knobs (environment; defaults in brackets):
+#   DUALMAP_PEER_ENGINE     engines, comma-separated: llmd-sim, dualmap
+#                           [llmd-sim,dualmap with LLMD_SIM_SRC, else dualmap]
+#   DUALMAP_PEER_INSTANCES  engines per run [8 llm-d simulators, 4 dualmap engines]
+#   DUALMAP_LLMD_SIM_PROFILE the simulator's config [e2e/testdata/llmd-sim-profile.yaml]
+#   DUALMAP_PEER_WORKLOADS  conversation, shared-prefix, tool-agent [all three]
+#   DUALMAP_PEER_REQUESTS   requests per run [600]
+#   DUALMAP_PEER_TRACE      the conversation trace [../shared/traces/conversation_trace.jsonl]
+#   DUALMAP_PEER_PICKERS    dualmap, llm-d, dualmap-noqueue [dualmap,llm-d]
+#   DUALMAP_PEER_REPLICAS   replica counts [1,3]
+#   DUALMAP_PEER_LOAD       rates, in % of the measured capacity [30,70,100,150]
+#   DUALMAP_PEER_RUNS       runs of each (picker, rate, replicas) [2]
+#   DUALMAP_PEER_CAPACITY   skip the ramp: workload:rate,... [measured]
+#   DUALMAP_PEER_RAMP       capacity ramp start,factor,steps in requests/s [4,1.4,10]
+#   DUALMAP_PEER_RAMP_REQUESTS requests per ramp step [300]
+#   DUALMAP_PEER_NOQUEUE    dualmap's limits line "without the router queue"
+#                           (ramp and the dualmap-noqueue picker) [queue_budget_tokens: -1]
+#   DUALMAP_PEER_CLIENT     replay (dualmap replay, in process) or aiperf
+#                           (bash scripts/aiperf-run.sh <base-url> <mooncake file> <rate> <outdir>) [replay]
+#   DUALMAP_PEER_CONCURRENCY replay's cap on requests in flight [4096]
+#   DUALMAP_PEER_OUT        output directory [out/peer-<UTC time>]
+#   DUALMAP_PEER_TIMEOUT    go test -timeout [8h]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ -z "${LLMD_SRC:-}" ]; then
-	echo "bench-peer: set LLMD_SRC to an llm-d-router checkout (e.g. git clone https://github.com/llm-d/llm-d-router)" >&2
-	exit 2
+pickers="${DUALMAP_PEER_PICKERS:-dualmap,llm-d}"
+EPP=""
+if [[ ",$pickers," == *",llm-d,"* ]]; then
+	if [ -z "${LLMD_SRC:-}" ]; then
+		echo "bench-peer: set LLMD_SRC to an llm-d-router checkout (e.g. git clone https://github.com/llm-d/llm-d-router), or leave llm-d out of DUALMAP_PEER_PICKERS" >&2
+		exit 2
+	fi
+	EPP=$(bash scripts/llmd-epp.sh "$LLMD_SRC" | tail -n 1)
 fi
-EPP=$(bash scripts/llmd-epp.sh "$LLMD_SRC" | tail -n 1)
+SIM=""
+if [ -n "${LLMD_SIM_SRC:-}" ]; then
+	SIM=$(bash scripts/llmd-sim.sh "$LLMD_SIM_SRC" "${LLMD_SRC:?LLMD_SRC (an llm-d-router checkout) is needed to build the simulator}" | tail -n 1)
+	engines="${DUALMAP_PEER_ENGINE:-llmd-sim,dualmap}"
+else
+	engines="${DUALMAP_PEER_ENGINE:-dualmap}"
+fi
 ENVOY=$(bash scripts/envoy.sh | tail -n 1)
-DUALMAP_BENCH_PEER=1 DUALMAP_LLMD_EPP="$EPP" DUALMAP_ENVOY="$ENVOY" \
-	${GO:-go} test -tags e2e -count=1 -v -timeout 20m -run TestPeerReport ./e2e/
+out="${DUALMAP_PEER_OUT:-$PWD/out/peer-$(date -u +%Y%m%d-%H%M%S)}"
+IFS=, read -r -a list <<<"$engines"
+for engine in "${list[@]}"; do
+	if [ "$engine" = llmd-sim ] && [ -z "$SIM" ]; then
+		echo "bench-peer: engine llmd-sim needs LLMD_SIM_SRC (an llm-d-inference-sim checkout)" >&2
+		exit 2
+	fi
+	echo "bench-peer: $engine engines, pickers $pickers, output in $out/$engine (load average $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+	DUALMAP_BENCH_PEER=1 DUALMAP_PEER_ENGINE="$engine" DUALMAP_PEER_PICKERS="$pickers" DUALMAP_PEER_OUT="$out/$engine" \
+		DUALMAP_LLMD_EPP="$EPP" DUALMAP_LLMD_SIM="$SIM" DUALMAP_ENVOY="$ENVOY" \
+		${GO:-go} test -tags e2e -count=1 -v -timeout "${DUALMAP_PEER_TIMEOUT:-8h}" -run '^TestPeerBench$' ./e2e/
+done

@@ -232,6 +232,19 @@ type Limits struct {
 	// a body that would go over it gets 429 (default 256 MiB; at least
 	// max_body_bytes).
 	MaxBufferedBytes int `yaml:"max_buffered_bytes"`
+	// MaxBufferedBytesPerClient caps the request body bytes the streams of
+	// one client (its address, the source.address attribute Envoy sends
+	// when its ext_proc filter lists it in request_attributes) hold at
+	// once; a body that would go over it gets 429, so a few clients cannot
+	// take the whole budget (default max_buffered_bytes / 8, at least
+	// max_body_bytes; negative: no per-client bound). Streams without the
+	// attribute are bounded by max_buffered_bytes and body_timeout only.
+	MaxBufferedBytesPerClient int `yaml:"max_buffered_bytes_per_client"`
+	// BodyTimeout bounds how long a request body may take to arrive once
+	// its headers have: past it the request gets 408 and the stream ends,
+	// giving back what it held (default 30s; negative: no bound). Keep
+	// Envoy's request_timeout above it plus max_queue_wait.
+	BodyTimeout time.Duration `yaml:"body_timeout"`
 }
 
 // Routing says how decisions reach Envoy.

@@ -44,6 +44,9 @@ const (
 const (
 	DefaultMaxStreams       = 4096
 	DefaultMaxBufferedBytes = 256 << 20
+	// DefaultBodyTimeout bounds the arrival of a request body once its
+	// headers have come (limits.body_timeout).
+	DefaultBodyTimeout = 30 * time.Second
 )
 
 // WithDefaults returns c with every zero field set to its default.
@@ -156,6 +159,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Limits.MaxBufferedBytes == 0 {
 		c.Limits.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	if c.Limits.MaxBufferedBytesPerClient == 0 {
+		c.Limits.MaxBufferedBytesPerClient = max(c.Limits.MaxBodyBytes, c.Limits.MaxBufferedBytes/8)
+	}
+	if c.Limits.BodyTimeout == 0 {
+		c.Limits.BodyTimeout = DefaultBodyTimeout
 	}
 	if c.Routing.Header == "" {
 		c.Routing.Header = DefaultHeader

@@ -178,6 +178,10 @@ func (c Config) Validate() error {
 		return invalid("limits.max_streams", "must be >= 1, got %d", c.Limits.MaxStreams)
 	case c.Limits.MaxBufferedBytes < c.Limits.MaxBodyBytes:
 		return invalid("limits.max_buffered_bytes", "must be >= limits.max_body_bytes (%d), got %d", c.Limits.MaxBodyBytes, c.Limits.MaxBufferedBytes)
+	case c.Limits.MaxBufferedBytesPerClient >= 0 && c.Limits.MaxBufferedBytesPerClient < c.Limits.MaxBodyBytes:
+		return invalid("limits.max_buffered_bytes_per_client", "must be >= limits.max_body_bytes (%d), or negative for no bound, got %d", c.Limits.MaxBodyBytes, c.Limits.MaxBufferedBytesPerClient)
+	case c.Limits.MaxBufferedBytesPerClient > c.Limits.MaxBufferedBytes:
+		return invalid("limits.max_buffered_bytes_per_client", "must be <= limits.max_buffered_bytes (%d), got %d", c.Limits.MaxBufferedBytes, c.Limits.MaxBufferedBytesPerClient)
 	case c.Routing.Mode != ModeOverrideHost && c.Routing.Mode != ModeOriginalDst:
 		return invalid("routing.mode", "%q is not %s or %s", c.Routing.Mode, ModeOverrideHost, ModeOriginalDst)
 	case c.Routing.ResponseBody != "streamed" && c.Routing.ResponseBody != "none":

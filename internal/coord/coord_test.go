@@ -351,3 +351,65 @@ func TestNewInvalid(t *testing.T) {
 		})
 	}
 }
+
+// A leader that loses the key-depth lease through failed syncs, while
+// another replica leads and publishes, adopts that replica's table when it
+// leads again: it does not republish its own, stale one. Pins Sync's
+// error path forgetting the lead (wasLeader = false; kept, the returning
+// leader skips the import and overwrites the pool's table with its own).
+func TestLeaderRegainedAfterFailuresAdopts(t *testing.T) {
+	p := newPool(t, 0, 0)
+	f := &failing{Transport: p.hub.Join("lead")}
+	lead := p.join(t, "lead", f)
+	b := p.join(t, "b", p.hub.Join("b"))
+	c := p.join(t, "c", p.hub.Join("c"))
+	lead.s.ImportKeyDepth(scheduler.KeyDepthState{Splits: []uint64{1, 2}})
+	for _, m := range []*member{lead, b, c} {
+		m.sync(t)
+	}
+	if !lead.c.Stats().Leader {
+		t.Fatal("the first replica to beat does not lead")
+	}
+
+	// The leader's transport fails for 4 heartbeats: its 3-heartbeat lease
+	// runs out. Its own table moves on meanwhile.
+	f.down = true
+	for range 4 {
+		p.clock.Advance(hb)
+		if err := lead.c.Sync(context.Background()); !errors.Is(err, errDown) {
+			t.Fatalf("Sync() with the transport down = %v, want errDown", err)
+		}
+	}
+	lead.s.ImportKeyDepth(scheduler.KeyDepthState{Splits: []uint64{1, 2, 5}})
+
+	// b takes over, adopts [1 2] (version 2), then publishes its own [7]
+	// (version 3), which c imports.
+	b.sync(t)
+	if !b.c.Stats().Leader {
+		t.Fatal("b does not lead once the old leader's lease expired")
+	}
+	b.s.ImportKeyDepth(scheduler.KeyDepthState{Splits: []uint64{7}})
+	b.sync(t)
+	c.sync(t)
+	if got := splits(c); !slices.Equal(got, []uint64{7}) || c.c.Stats().KeyDepthVersion != 3 {
+		t.Fatalf("c: splits %v version %d, want b's [7] version 3", got, c.c.Stats().KeyDepthVersion)
+	}
+
+	// b crashes; its lease runs out; the old leader's transport is back.
+	p.clock.Advance(4 * hb)
+	f.down = false
+	lead.sync(t)
+	if !lead.c.Stats().Leader {
+		t.Fatal("the old leader does not lead again once b's lease expired")
+	}
+	if got := splits(lead); !slices.Equal(got, []uint64{7}) {
+		t.Errorf("returning leader's splits %v, want the adopted [7] (not its stale [1 2 5])", got)
+	}
+	if got := lead.c.Stats().KeyDepthVersion; got != 4 {
+		t.Errorf("returning leader's KeyDepthVersion = %d, want 4 (a new version of b's table)", got)
+	}
+	c.sync(t)
+	if got := splits(c); !slices.Equal(got, []uint64{7}) {
+		t.Errorf("c: splits %v after the old leader returned, want [7]: it republished its stale table", got)
+	}
+}

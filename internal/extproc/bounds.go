@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,8 +17,12 @@ import (
 // not fit is refused at once.
 type bounds struct {
 	maxStreams, maxBuffered int64
+	maxPerClient            int64        // limits.max_buffered_bytes_per_client; <= 0: none
 	streams                 atomic.Int64 // streams admitted and not yet ended
 	buffered                atomic.Int64 // body bytes the streams hold
+
+	mu      sync.Mutex       // guards clients
+	clients map[string]int64 // body bytes held by the streams of each client, none at 0
 }
 
 // take adds n to v unless that would put it above limit.
@@ -38,17 +43,63 @@ func (b *bounds) admit() bool { return take(&b.streams, 1, b.maxStreams) }
 
 func (b *bounds) leave() { b.streams.Add(-1) }
 
-// reserve takes n body bytes from the budget; they are given back with
-// release.
-func (b *bounds) reserve(n int) bool { return take(&b.buffered, int64(n), b.maxBuffered) }
+// reserve takes n body bytes from the budget, and from client's share of
+// it when client is known (""); they are given back with release. It
+// returns the limit that refused them, or "".
+func (b *bounds) reserve(client string, n int) string {
+	if !take(&b.buffered, int64(n), b.maxBuffered) {
+		return limitBuffered
+	}
+	if client == "" || b.maxPerClient <= 0 {
+		return ""
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	held := b.clients[client]
+	if held+int64(n) > b.maxPerClient {
+		b.buffered.Add(-int64(n))
+		return limitPerClient
+	}
+	if b.clients == nil {
+		b.clients = map[string]int64{}
+	}
+	b.clients[client] = held + int64(n)
+	return ""
+}
 
-func (b *bounds) release(n int) { b.buffered.Add(-int64(n)) }
+// release gives back n bytes reserve took for client.
+func (b *bounds) release(client string, n int) {
+	if n == 0 {
+		return
+	}
+	b.buffered.Add(-int64(n))
+	if client == "" || b.maxPerClient <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if held := b.clients[client] - int64(n); held > 0 {
+		b.clients[client] = held
+	} else {
+		delete(b.clients, client)
+	}
+}
+
+// clientsHolding is how many clients hold body bytes.
+func (b *bounds) clientsHolding() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.clients)
+}
 
 // Limits whose rejections are counted, by their configuration keys.
 const (
 	limitStreams  = "max_streams"
 	limitBuffered = "max_buffered_bytes"
 	limitBody     = "max_body_bytes"
+
+	limitPerClient   = "max_buffered_bytes_per_client"
+	limitBodyTimeout = "body_timeout"
 )
 
 // registerBounds exports b's load as gauges read at scrape time.
@@ -63,6 +114,9 @@ func registerBounds(reg prometheus.Registerer, b *bounds) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "dualmap_buffered_body_bytes", Help: "Request body bytes the streams hold until their requests are routed; at most limits.max_buffered_bytes.",
 		}, func() float64 { return float64(b.buffered.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "dualmap_buffering_clients", Help: "Clients (by the source.address Envoy sends) whose streams hold request body bytes; each holds at most limits.max_buffered_bytes_per_client.",
+		}, func() float64 { return float64(b.clientsHolding()) }),
 	)
 }
 

@@ -37,6 +37,8 @@ func (st *stream) protocol(pc *extprocv3.ProtocolConfiguration) {
 	st.duplex = pc.GetRequestBodyMode() == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED
 	st.duplexResponse = pc.GetResponseBodyMode() == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED
 	st.responseBody = pc.GetResponseBodyMode() != filterv3.ProcessingMode_NONE
+	mode := pc.GetRequestBodyMode()
+	st.bufferedBody = mode == filterv3.ProcessingMode_BUFFERED || mode == filterv3.ProcessingMode_BUFFERED_PARTIAL
 }
 
 // responseBodyComes reports whether Envoy sends the response body to the

@@ -95,9 +95,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "dualmap_state_propagation_p99_seconds", Help: "p99 delay between another replica's dispatch and its arrival here.",
 	}, []string{"pool"})
 	m.rejections = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "dualmap_limit_rejections_total", Help: "Requests refused by a bound on the router's memory, by the limits key: max_streams, max_buffered_bytes, max_body_bytes.",
+		Name: "dualmap_limit_rejections_total", Help: "Requests refused by a bound on the router's memory, by the limits key: max_streams, max_buffered_bytes, max_buffered_bytes_per_client, max_body_bytes, body_timeout.",
 	}, []string{"limit"})
-	for _, l := range []string{limitStreams, limitBuffered, limitBody} {
+	for _, l := range []string{limitStreams, limitBuffered, limitBody, limitPerClient, limitBodyTimeout} {
 		m.rejections.WithLabelValues(l)
 	}
 	m.stateRejected = prometheus.NewGaugeVec(prometheus.GaugeOpts{

@@ -3,7 +3,6 @@ package extproc
 import (
 	"fmt"
 
-	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/codes"
 )
 
@@ -17,8 +16,10 @@ import (
 //	requestHeaders --request_headers, end of stream---> dispatched  (no body: pinned by routeAny)
 //	requestBody    --request_body---------------------> requestBody (a chunk)
 //	requestBody    --request_body, end of stream------> dispatched  (routed, or pinned by routeAny)
-//	requestBody    --request_trailers-----------------> dispatched  (buffered: the body ended unrouted, not pinned;
-//	                                                                 full duplex: routed as at the end of stream)
+//	requestBody    --request_body, BUFFERED mode------> dispatched  (without end of stream: trailers ended it; routed)
+//	requestBody    --request_trailers-----------------> dispatched  (full duplex: routed as at the end of stream)
+//	requestBody    --request_trailers-----------------> failed      (STREAMED or not announced: 400, no pin possible)
+//	dispatched     --request_trailers-----------------> dispatched  (after a BUFFERED body without end of stream)
 //	requestBody    --response_headers-----------------> response    (Envoy answered itself, e.g. 413)
 //	dispatched     --response_headers-----------------> response
 //	response       --response_body--------------------> response    (a chunk)
@@ -70,25 +71,6 @@ var messageNames = [...]string{"unknown", "request_headers", "request_body", "re
 	"response_headers", "response_body", "response_trailers"}
 
 func (m message) String() string { return messageNames[m] }
-
-// kindOf returns the kind of req.
-func kindOf(req *extprocv3.ProcessingRequest) message {
-	switch req.GetRequest().(type) {
-	case *extprocv3.ProcessingRequest_RequestHeaders:
-		return msgRequestHeaders
-	case *extprocv3.ProcessingRequest_RequestBody:
-		return msgRequestBody
-	case *extprocv3.ProcessingRequest_RequestTrailers:
-		return msgRequestTrailers
-	case *extprocv3.ProcessingRequest_ResponseHeaders:
-		return msgResponseHeaders
-	case *extprocv3.ProcessingRequest_ResponseBody:
-		return msgResponseBody
-	case *extprocv3.ProcessingRequest_ResponseTrailers:
-		return msgResponseTrailers
-	}
-	return msgUnknown
-}
 
 // protocolError is a message a stream refused: one of a kind it cannot
 // answer, or one its phase does not accept.

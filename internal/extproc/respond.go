@@ -32,6 +32,11 @@ var (
 	errBufferFull     = errors.New("extproc: request body buffer full")
 )
 
+// errTrailersUnrouted is the 400 of a request whose body ended with
+// trailers where the router cannot pin it any more (request body mode
+// STREAMED, or Envoy did not say).
+var errTrailersUnrouted = errors.New("extproc: request trailers ended a streamed body that can no longer be routed")
+
 // Error kinds of the bounds, as counted in dualmap_errors_total.
 const (
 	kindTooLarge       = "too_large"
@@ -93,6 +98,12 @@ func classify(err error, retryAfter time.Duration) httpError {
 	case errors.Is(err, errBufferFull):
 		return httpError{status: 429, kind: kindBufferFull, retryAfter: retryAfter,
 			body: errorJSON("the router is holding too many request bodies; retry later", "rate_limit_exceeded", "", "buffer_full")}
+	case errors.Is(err, errTrailersUnrouted):
+		return httpError{status: 400, kind: "bad_request",
+			body: errorJSON("request trailers are not supported on this route; send the body without trailers", "invalid_request_error", "", "trailers_unsupported")}
+	case errors.Is(err, errBodyTimeout):
+		return httpError{status: http.StatusRequestTimeout, kind: kindBodyTimeout,
+			body: errorJSON("the request body did not arrive in time", "invalid_request_error", "", "request_timeout")}
 	case errors.Is(err, errRouteSetting):
 		return httpError{status: 503, kind: "route_setting",
 			body: errorJSON("the route is misconfigured; see the router's log", "service_unavailable", "", "route_misconfigured")}

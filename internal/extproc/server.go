@@ -82,7 +82,8 @@ func New(cfg config.Config, opt Options) (*Server, error) {
 	}
 	s.m = newMetrics(opt.Registry)
 	s.rm = newRouteMetrics(opt.Registry)
-	s.bounds = &bounds{maxStreams: int64(cfg.Limits.MaxStreams), maxBuffered: int64(cfg.Limits.MaxBufferedBytes)}
+	s.bounds = &bounds{maxStreams: int64(cfg.Limits.MaxStreams), maxBuffered: int64(cfg.Limits.MaxBufferedBytes),
+		maxPerClient: int64(cfg.Limits.MaxBufferedBytesPerClient)}
 	registerBounds(opt.Registry, s.bounds)
 	for i, pc := range cfg.Pools {
 		store, err := newStore(cfg, pc.Name, opt, s.log)
@@ -284,8 +285,13 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	defer s.bounds.leave()
 	st := newStream(s, srv.Context())
 	defer st.finish()
+	rx := newReceiver(srv)
+	defer rx.stop()
 	for {
-		req, err := srv.Recv()
+		req, err := rx.recv(st.deadline())
+		if errors.Is(err, errDeadline) {
+			return s.expired(srv, st)
+		}
 		if err != nil {
 			if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled || errors.Is(err, context.Canceled) {
 				return nil
@@ -305,6 +311,15 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			}
 		}
 	}
+}
+
+// expired ends a stream whose deadline passed (deadline.go).
+func (s *Server) expired(srv extprocv3.ExternalProcessor_ProcessServer, st *stream) error {
+	s.log.Debug("stream deadline passed", "phase", st.phase, "path", st.path)
+	if err := srv.Send(st.expired()); err != nil && status.Code(err) != codes.Canceled {
+		return err
+	}
+	return nil
 }
 
 // refused is the gRPC status that ends a stream that refused a message.

@@ -72,6 +72,8 @@ type stream struct {
 	// of them are reserved in the server's bounds.
 	body       []byte
 	size, held int
+	client     string    // the downstream's address (source.address), or ""
+	bodyStart  time.Time // when the request headers said a body follows
 
 	declared int // the request's content-length, or -1
 
@@ -80,6 +82,8 @@ type stream struct {
 	duplex         bool // request body FULL_DUPLEX_STREAMED: the headers answer waits for the body's end
 	duplexResponse bool // response body FULL_DUPLEX_STREAMED: chunks are echoed back
 	responseBody   bool // announced: the response body is sent to the router
+	bufferedBody   bool // announced: request body BUFFERED (or BUFFERED_PARTIAL): one message is all of it
+	trailersFollow bool // the body ended without end_of_stream: request trailers may follow the pin
 	echo           echo // what is still owed after the last answer
 
 	pool       *pool              // set by prepare
@@ -106,8 +110,11 @@ func newStream(s *Server, ctx context.Context) *stream {
 // the stream owes (next): the request body after the headers answer, the
 // rest of a large response chunk.
 func (st *stream) handle(req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
-	if pc := req.GetProtocolConfig(); pc != nil && st.phase == phaseRequestHeaders {
-		st.protocol(pc)
+	if st.phase == phaseRequestHeaders {
+		if pc := req.GetProtocolConfig(); pc != nil {
+			st.protocol(pc)
+		}
+		st.client = clientAddress(req.GetAttributes())
 	}
 	switch v := req.GetRequest().(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
@@ -195,6 +202,7 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata
 	// body answer overwrites it again. Every body is pinned at its end
 	// (one we do not parse, of another POST path, by routeAny).
 	st.phase = phaseRequestBody
+	st.bodyStart = time.Now()
 	if st.duplex {
 		return nil, nil // answered with the pin when the body has ended
 	}
@@ -263,6 +271,12 @@ func (st *stream) onRequestBody(b *extprocv3.HttpBody) (*extprocv3.ProcessingRes
 	switch {
 	case b.GetEndOfStream():
 		return st.bodyEnded(true), nil
+	case st.bufferedBody:
+		// Envoy buffers the whole body into this one message; without
+		// end_of_stream, request trailers ended it (and come next when the
+		// filter sends them). Routed now: nothing else is coming.
+		st.trailersFollow = true
+		return st.bodyEnded(false), nil
 	case st.duplex:
 		return nil, nil
 	}
@@ -280,8 +294,8 @@ func (st *stream) collect(chunk []byte, eos bool) *extprocv3.ProcessingResponse 
 	if (st.kind == openai.KindOther && !st.duplex) || len(chunk) == 0 {
 		return nil
 	}
-	if !st.s.bounds.reserve(len(chunk)) {
-		st.s.m.rejections.WithLabelValues(limitBuffered).Inc()
+	if limit := st.s.bounds.reserve(st.client, len(chunk)); limit != "" {
+		st.s.m.rejections.WithLabelValues(limit).Inc()
 		return st.fail(errBufferFull)
 	}
 	st.held += len(chunk)
@@ -358,20 +372,22 @@ func (st *stream) route() *extprocv3.ProcessingResponse {
 // onRequestTrailers ends a request whose body had no end-of-stream message
 // (trailers follow the last chunk). In full duplex the body is complete:
 // the request is routed as at an end-of-stream chunk, and the trailers
-// answer follows the echoed body. Otherwise the request is not routed, and
-// Envoy forwards it without a pin, as it would a request the router never
-// saw (its body answers were already sent).
+// answer follows the echoed body. A buffered body was routed at its one
+// message (onRequestBody); its trailers are answered as they come. In the
+// other modes (STREAMED, or no protocol_config) the body chunks have been
+// answered and the request can no longer be pinned: it gets 400 rather
+// than going upstream unrouted.
 func (st *stream) onRequestTrailers() (*extprocv3.ProcessingResponse, error) {
-	if st.phase != phaseRequestBody {
+	switch {
+	case st.phase == phaseDispatched && st.trailersFollow:
+		st.trailersFollow = false
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}}}, nil
+	case st.phase != phaseRequestBody:
 		return nil, st.refuse(msgRequestTrailers)
-	}
-	if st.duplex {
+	case st.duplex:
 		return st.bodyEnded(false), nil
 	}
-	st.phase = phaseDispatched
-	st.dropBody()
-	st.s.log.Debug("request trailers ended the body unrouted; forwarded without a pin", "path", st.path)
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}}}, nil
+	return st.fail(errTrailersUnrouted), nil
 }
 
 // prepare parses the body and tokenizes the prompt into a scheduler request.
@@ -607,7 +623,7 @@ func (st *stream) finish() {
 // server's budget.
 func (st *stream) dropBody() {
 	st.body = nil
-	st.s.bounds.release(st.held)
+	st.s.bounds.release(st.client, st.held)
 	st.held = 0
 }
 

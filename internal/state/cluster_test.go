@@ -121,7 +121,7 @@ func TestRedisCluster(t *testing.T) {
 		}
 		want := []string{k.stream, k.replicas, k.leader, k.keyDepth, k.lease(testPool(8)[1].ID)}
 		for _, r := range rs {
-			want = append(want, k.load(r.name))
+			want = append(want, k.load(r.name), k.state(r.name))
 		}
 		for _, key := range want {
 			if !slices.Contains(all, key) {

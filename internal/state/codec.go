@@ -55,11 +55,73 @@ func decodeBatch(data string, msg *statepb.DispatchBatch) error {
 	return nil
 }
 
-// errBadLoad marks a load hash value that does not decode.
+// errBadLoad marks a load value that does not decode.
 var errBadLoad = errors.New("state: malformed load value")
 
-// appendLoad appends the compact encoding of l: four uvarints (queued,
-// queued tokens, pending tokens, running). Negative values encode as 0.
+// encodeState encodes a replica's own load as a ReplicaState message, the
+// value of T:state:<replica>. Negative values encode as 0.
+func encodeState(load map[string]scheduler.Load) ([]byte, error) {
+	msg := &statepb.ReplicaState{Load: make([]*statepb.InstanceLoad, 0, len(load))}
+	for id, l := range load {
+		msg.Load = append(msg.Load, &statepb.InstanceLoad{
+			Instance:      id,
+			Queued:        uint64(max(l.Queued, 0)),
+			QueuedTokens:  uint64(max(l.QueuedTokens, 0)),
+			PendingTokens: uint64(max(l.PendingTokens, 0)),
+			Running:       uint64(max(l.Running, 0)),
+		})
+	}
+	b, err := proto.Marshal(msg)
+	if err != nil {
+		return nil, fmt.Errorf("state: encode replica state: %w", err)
+	}
+	return b, nil
+}
+
+// decodeState decodes encodeState's encoding into a load per instance,
+// clamping the request counts (queued, running) to maxReqs and the token
+// counts to maxTokens; clamped says whether it did. An entry without an
+// instance id, or a second entry for the same instance, makes the whole
+// value malformed (errBadLoad): no replica writes either. Fields it does
+// not know are ignored, so later versions may add them.
+func decodeState(data string, maxReqs, maxTokens int) (load map[string]scheduler.Load, clamped bool, err error) {
+	var msg statepb.ReplicaState
+	if err := proto.Unmarshal([]byte(data), &msg); err != nil {
+		return nil, false, fmt.Errorf("%w: replica state: %w", errBadLoad, err)
+	}
+	load = make(map[string]scheduler.Load, len(msg.Load))
+	for i, e := range msg.Load {
+		switch _, dup := load[e.Instance]; {
+		case e.Instance == "":
+			return nil, false, fmt.Errorf("%w: replica state: entry %d has no instance", errBadLoad, i)
+		case dup:
+			return nil, false, fmt.Errorf("%w: replica state: instance %q appears twice", errBadLoad, e.Instance)
+		}
+		var c [4]bool
+		l := scheduler.Load{}
+		l.Queued, c[0] = clamp(e.Queued, maxReqs)
+		l.QueuedTokens, c[1] = clamp(e.QueuedTokens, maxTokens)
+		l.PendingTokens, c[2] = clamp(e.PendingTokens, maxTokens)
+		l.Running, c[3] = clamp(e.Running, maxReqs)
+		clamped = clamped || c[0] || c[1] || c[2] || c[3]
+		load[e.Instance] = l
+	}
+	return load, clamped, nil
+}
+
+// clamp returns min(v, limit) as an int and whether it cut v.
+func clamp(v uint64, limit int) (int, bool) {
+	if v > uint64(limit) {
+		return limit, true
+	}
+	return int(v), false
+}
+
+// appendLoad appends the positional encoding of l, one value of the
+// legacy load hash T:load:<replica>: four uvarints (queued, queued tokens,
+// pending tokens, running). Negative values encode as 0. Replicas before
+// ReplicaState read only this; it is still written for them (see the
+// package doc, Load) and read from them.
 func appendLoad(dst []byte, l scheduler.Load) []byte {
 	for _, v := range [...]int{l.Queued, l.QueuedTokens, l.PendingTokens, l.Running} {
 		dst = binary.AppendUvarint(dst, uint64(max(v, 0)))
@@ -67,10 +129,8 @@ func appendLoad(dst []byte, l scheduler.Load) []byte {
 	return dst
 }
 
-// decodeLoad decodes appendLoad's encoding, clamping the request counts
-// (queued, running) to maxReqs and the token counts to maxTokens; clamped
-// says whether it did. Trailing bytes are ignored, so later versions may
-// append fields.
+// decodeLoad decodes appendLoad's encoding, clamping as decodeState does.
+// Trailing bytes are ignored.
 func decodeLoad(s string, maxReqs, maxTokens int) (l scheduler.Load, clamped bool, err error) {
 	var v [4]int
 	for i := range v {
@@ -82,10 +142,9 @@ func decodeLoad(s string, maxReqs, maxTokens int) (l scheduler.Load, clamped boo
 		if i == 0 || i == 3 {
 			limit = maxReqs
 		}
-		if x > uint64(limit) {
-			x, clamped = uint64(limit), true
-		}
-		v[i] = int(x)
+		var c bool
+		v[i], c = clamp(x, limit)
+		clamped = clamped || c
 		s = s[n:]
 	}
 	return scheduler.Load{Queued: v[0], QueuedTokens: v[1], PendingTokens: v[2], Running: v[3]}, clamped, nil

@@ -2,6 +2,7 @@ package state
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -129,4 +130,160 @@ func TestKeyDepthEncoding(t *testing.T) {
 	if _, err := decodeKeyDepth("\xff"); err == nil {
 		t.Error("decodeKeyDepth(garbage) error = nil")
 	}
+}
+
+func TestStateEncoding(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      map[string]scheduler.Load
+		want    map[string]scheduler.Load
+		clamped bool
+	}{
+		{"empty", map[string]scheduler.Load{}, map[string]scheduler.Load{}, false},
+		{"all fields", map[string]scheduler.Load{"a:1": {Queued: 1, QueuedTokens: 300, PendingTokens: 900, Running: 7}, "b:2": {}},
+			map[string]scheduler.Load{"a:1": {Queued: 1, QueuedTokens: 300, PendingTokens: 900, Running: 7}, "b:2": {}}, false},
+		{"negative encodes as zero", map[string]scheduler.Load{"a": {Queued: -1, Running: 2}}, map[string]scheduler.Load{"a": {Running: 2}}, false},
+		{"at the bounds", map[string]scheduler.Load{"a": {Queued: 100, QueuedTokens: 1000, PendingTokens: 1000, Running: 100}},
+			map[string]scheduler.Load{"a": {Queued: 100, QueuedTokens: 1000, PendingTokens: 1000, Running: 100}}, false},
+		{"requests clamped", map[string]scheduler.Load{"a": {Queued: 101, Running: 1 << 40}}, map[string]scheduler.Load{"a": {Queued: 100, Running: 100}}, true},
+		{"tokens clamped", map[string]scheduler.Load{"a": {QueuedTokens: 1001, PendingTokens: 1 << 62}}, map[string]scheduler.Load{"a": {QueuedTokens: 1000, PendingTokens: 1000}}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := encodeState(tt.in)
+			if err != nil {
+				t.Fatalf("encodeState() error = %v", err)
+			}
+			got, clamped, err := decodeState(string(b), 100, 1000)
+			if err != nil || !maps.Equal(got, tt.want) || clamped != tt.clamped {
+				t.Errorf("decodeState(encodeState(%+v)) = %+v, %v, %v; want %+v, %v, nil", tt.in, got, clamped, err, tt.want, tt.clamped)
+			}
+		})
+	}
+}
+
+func TestStateMalformed(t *testing.T) {
+	entry := func(instance string, running uint64) []byte {
+		var e []byte
+		if instance != "" {
+			e = protowire.AppendTag(e, 1, protowire.BytesType)
+			e = protowire.AppendString(e, instance)
+		}
+		e = protowire.AppendTag(e, 5, protowire.VarintType)
+		e = protowire.AppendVarint(e, running)
+		b := protowire.AppendTag(nil, 1, protowire.BytesType)
+		return protowire.AppendBytes(b, e)
+	}
+	tests := []struct {
+		name string
+		data []byte
+	}{
+		{"not protobuf", []byte("\xff\xff\xff")},
+		{"truncated", entry("a", 1)[:4]},
+		{"an entry without instance", entry("", 1)},
+		{"an instance twice", append(entry("a", 1), entry("a", 2)...)},
+		{"invalid UTF-8 in the instance", entry("\xff", 1)},
+		{"the legacy encoding", []byte("\x01\x02\x03\x04")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, _, err := decodeState(string(tt.data), 100, 1000); !errors.Is(err, errBadLoad) {
+				t.Errorf("decodeState(%x) = %v, %v; want errBadLoad", tt.data, got, err)
+			}
+		})
+	}
+	// Fields a later version adds are ignored, in the message and in an
+	// entry.
+	var e []byte
+	e = protowire.AppendTag(e, 1, protowire.BytesType)
+	e = protowire.AppendString(e, "a")
+	e = protowire.AppendTag(e, 5, protowire.VarintType)
+	e = protowire.AppendVarint(e, 3)
+	e = protowire.AppendTag(e, 6, protowire.VarintType) // unknown in an entry
+	e = protowire.AppendVarint(e, 9)
+	later := protowire.AppendTag(nil, 1, protowire.BytesType)
+	later = protowire.AppendBytes(later, e)
+	later = protowire.AppendTag(later, 2, protowire.BytesType) // unknown in the message
+	later = protowire.AppendString(later, "something new")
+	got, _, err := decodeState(string(later), 100, 1000)
+	if err != nil || got["a"] != (scheduler.Load{Running: 3}) {
+		t.Errorf("decodeState(with later fields) = %+v, %v; want a: Running 3", got, err)
+	}
+}
+
+// TestStateWireFormat pins ReplicaState to proto/state.proto with the
+// low-level wire reader: field numbers and types.
+func TestStateWireFormat(t *testing.T) {
+	b, err := encodeState(map[string]scheduler.Load{"i": {Queued: 1, QueuedTokens: 2, PendingTokens: 3, Running: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e []byte
+	e = protowire.AppendTag(e, 1, protowire.BytesType)
+	e = protowire.AppendString(e, "i")
+	for f, v := range []uint64{1, 2, 3, 4} {
+		e = protowire.AppendTag(e, protowire.Number(f+2), protowire.VarintType)
+		e = protowire.AppendVarint(e, v)
+	}
+	want := protowire.AppendTag(nil, 1, protowire.BytesType)
+	want = protowire.AppendBytes(want, e)
+	if !slices.Equal(b, want) {
+		t.Errorf("encodeState() = %x, want %x", b, want)
+	}
+}
+
+// FuzzDecodeState: whatever T:state holds, decodeState returns an error
+// or loads within the bounds, and what it returns encodes back to the
+// same loads.
+func FuzzDecodeState(f *testing.F) {
+	for _, l := range []map[string]scheduler.Load{{}, {"a:1": {Queued: 1, QueuedTokens: 2, PendingTokens: 3, Running: 4}}, {"x": {Running: 1 << 40}, "y": {}}} {
+		b, err := encodeState(l)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("\x01\x02\x03\x04"))
+	f.Add([]byte("\x0a\x03\x0a\x01a\x0a\x03\x0a\x01a"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		const maxReqs, maxTokens = 100, 1000
+		got, _, err := decodeState(string(data), maxReqs, maxTokens)
+		if err != nil {
+			if !errors.Is(err, errBadLoad) {
+				t.Fatalf("decodeState() error = %v, want errBadLoad", err)
+			}
+			return
+		}
+		for id, l := range got {
+			if id == "" || l.Queued < 0 || l.Queued > maxReqs || l.Running < 0 || l.Running > maxReqs ||
+				l.QueuedTokens < 0 || l.QueuedTokens > maxTokens || l.PendingTokens < 0 || l.PendingTokens > maxTokens {
+				t.Fatalf("decodeState() = %q: %+v, outside the bounds", id, l)
+			}
+		}
+		b, err := encodeState(got)
+		if err != nil {
+			t.Fatalf("encodeState(decoded) error = %v", err)
+		}
+		again, clamped, err := decodeState(string(b), maxReqs, maxTokens)
+		if err != nil || clamped || !maps.Equal(again, got) {
+			t.Fatalf("decodeState(encodeState(%+v)) = %+v, %v, %v", got, again, clamped, err)
+		}
+	})
+}
+
+// FuzzDecodeLoad: the legacy values never crash the decoder and stay
+// within the bounds.
+func FuzzDecodeLoad(f *testing.F) {
+	f.Add(string(appendLoad(nil, scheduler.Load{Queued: 1, QueuedTokens: 2, PendingTokens: 3, Running: 4})))
+	f.Add("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01")
+	f.Fuzz(func(t *testing.T, s string) {
+		l, _, err := decodeLoad(s, 100, 1000)
+		if err != nil {
+			return
+		}
+		if l.Queued < 0 || l.Queued > 100 || l.Running < 0 || l.Running > 100 ||
+			l.QueuedTokens < 0 || l.QueuedTokens > 1000 || l.PendingTokens < 0 || l.PendingTokens > 1000 {
+			t.Fatalf("decodeLoad(%q) = %+v, outside the bounds", s, l)
+		}
+	})
 }

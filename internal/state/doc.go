@@ -24,7 +24,8 @@
 // scripts work there. With T the tag and H the heartbeat period:
 //
 //	T:kv             stream   dispatch batches, one entry per flush per replica
-//	T:load:<replica> hash     that replica's load, one field per instance; PEXPIRE 3H
+//	T:state:<replica> string  that replica's state (ReplicaState message); PX 3H
+//	T:load:<replica> hash     the same load in the legacy format, one field per instance; PEXPIRE 3H
 //	T:replicas       zset     replica ids scored by last heartbeat (Redis clock, ms)
 //	T:kd:leader      string   key-depth leader lease: the leader's id; PX 3H
 //	T:kd             string   the leader's key-depth table (KeyDepth message)
@@ -50,18 +51,35 @@
 //
 // Load. Every heartbeat (coord.Options.Heartbeat, H) the Coordinator's Sync
 // makes two pipelined round trips. Beat: a Lua script that replaces the
-// replica's load hash (LocalLoad; each value four uvarints: queued, queued
-// tokens, pending tokens, running; plus a presence field "@"), sets PEXPIRE
-// 3H, ZADDs the replica to T:replicas with Redis's own clock, drops members
-// older than 3H (and scored more than 3H ahead) and returns the rest; the
-// key-depth lease script; and a GET of T:kd that returns only its length
-// when it is above MaxKeyDepthBytes. Collect: HGETALL and PTTL of the other
-// replicas' hashes (and the leader's key-depth update, if any). The Coordinator sums the others' loads per
-// instance into SetRemoteLoad; instances nobody reports get a zero Load. A
-// replica whose heartbeats stop (crash, SIGKILL, partition) vanishes within
-// 3H: its hash expires and it is dropped from the zset. A replica that stops
-// cleanly (Run's ctx ends) deletes its hash and leaves at once. All
-// replicas of a pool should use the same heartbeat.
+// replica's state T:state:<replica> (LocalLoad as a ReplicaState message of
+// proto/state.proto: one InstanceLoad per instance) and its legacy load
+// hash (the same load, each value four uvarints: queued, queued tokens,
+// pending tokens, running; plus a presence field "@"), sets both to
+// expire in 3H, ZADDs the replica to T:replicas with Redis's own clock,
+// drops members older than 3H (and scored more than 3H ahead) and returns
+// the rest; the key-depth lease script; and a GET of T:kd that returns
+// only its length when it is above MaxKeyDepthBytes. Collect: GETRANGE
+// (bounded by MaxStateBytes) and PTTL of the other replicas' T:state (and
+// the leader's key-depth update, if any); for a replica without T:state, a
+// third round trip reads its legacy hash (HGETALL and PTTL). The
+// Coordinator sums the others' loads per instance into SetRemoteLoad;
+// instances nobody reports get a zero Load. A replica whose heartbeats
+// stop (crash, SIGKILL, partition) vanishes within 3H: its keys expire and
+// it is dropped from the zset. A replica that stops cleanly (Run's ctx
+// ends) deletes its keys and leaves at once. All replicas of a pool should
+// use the same heartbeat.
+//
+// Versions. The load hash with positional values is the format of the
+// releases before ReplicaState; replicas of those read only it. This
+// release writes both and reads T:state when a replica wrote one, the hash
+// otherwise, so old and new replicas run side by side during a rolling
+// upgrade, each seeing all the others' load (TestMixedVersions runs one
+// of each, the old one with a copy of the old code). The next release
+// stops writing the hash (it keeps reading it, for replicas of this one);
+// the one after stops reading it: upgrade one release at a time.
+// ReplicaState evolves by adding fields, which older readers ignore; an
+// incompatible change takes a new key, written beside this one for a
+// release, the same way.
 //
 // Key depth. One replica holds the leader lease T:kd:leader (acquired as
 // SET NX PX 3H, renewed by its holder each heartbeat; both in one Lua
@@ -129,11 +147,14 @@
 //     default: set both alike), and a version in [0, 2^62].
 //   - Each field of a load value is clamped: queued and running requests
 //     to MaxLoadRequests (default 65536), queued and pending tokens to
-//     MaxLoadTokens (default 2^24); a value that does not decode is
-//     skipped. The bounds are per replica and instance, in this package:
+//     MaxLoadTokens (default 2^24); a legacy value that does not decode is
+//     skipped. A T:state above MaxStateBytes (default 1 MiB) is not read
+//     (only that many bytes and one more come back); one that does not
+//     decode, has an entry without an instance or the same instance twice
+//     is skipped whole. The bounds are per replica and instance, in this package:
 //     it does not know each instance's KV capacity, so they are set above
 //     what one instance holds, to bound the damage rather than judge it.
-//   - A load hash without an expiry is not read (every replica sets one),
+//   - A state or load hash without an expiry is not read (every replica sets one),
 //     and a member of T:replicas scored more than 3H ahead of Redis's clock
 //     is dropped (it would never expire). At most MaxReplicas (default
 //     1024) members are read each heartbeat, the most recent first.

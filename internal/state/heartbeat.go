@@ -56,14 +56,18 @@ func (s *RedisStore) heartbeatLoop(ctx context.Context, c *coord.Coordinator) {
 }
 
 // Beat implements coord.Transport with one pipeline: beatScript (replace
-// the load hash, PEXPIRE, ZADD with Redis's clock, drop the members not
-// seen within the TTL, return the rest), leaseScript on T:kd:leader, and
-// GET T:kd.
+// the state and the legacy load hash, PEXPIRE, ZADD with Redis's clock,
+// drop the members not seen within the TTL, return the rest), leaseScript
+// on T:kd:leader, and GET T:kd.
 func (s *RedisStore) Beat(ctx context.Context, b coord.Beat) (coord.Seen, error) {
 	me := s.opt.Replica
 	ttl := max(b.TTL.Milliseconds(), 1)
-	args := make([]any, 0, 5+2*len(b.Load))
-	args = append(args, me, ttl, s.opt.MaxReplicas, presenceField, strconv.FormatInt(b.Period.Milliseconds(), 10))
+	state, err := encodeState(b.Load)
+	if err != nil {
+		return coord.Seen{}, err
+	}
+	args := make([]any, 0, 6+2*len(b.Load))
+	args = append(args, me, ttl, s.opt.MaxReplicas, state, presenceField, strconv.FormatInt(b.Period.Milliseconds(), 10))
 	var enc []byte
 	for id, l := range b.Load {
 		enc = appendLoad(enc[:0], l)
@@ -71,7 +75,7 @@ func (s *RedisStore) Beat(ctx context.Context, b coord.Beat) (coord.Seen, error)
 	}
 
 	pipe := s.rdb.Pipeline()
-	members := pipe.Eval(ctx, beatScript, []string{s.keys.load(me), s.keys.replicas}, args...)
+	members := pipe.Eval(ctx, beatScript, []string{s.keys.load(me), s.keys.replicas, s.keys.state(me)}, args...)
 	lease := pipe.Eval(ctx, leaseScript, []string{s.keys.leader}, me, ttl)
 	kdGet := pipe.Eval(ctx, boundedGetScript, []string{s.keys.keyDepth}, s.opt.MaxKeyDepthBytes)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -171,10 +175,13 @@ func (s *RedisStore) keyDepth(c *redis.Cmd) *coord.Table {
 // leader's version + 1 cannot overflow.
 const maxTableVersion = 1 << 62
 
-// Collect implements coord.Transport with one pipeline: HGETALL of each
-// replica's load hash, and SET T:kd when t is not nil. A hash that expired
-// since Beat reads empty: that replica is left out. Values that do not
-// decode are skipped and counted as errors.
+// Collect implements coord.Transport with one pipeline: GETRANGE (at most
+// MaxStateBytes + 1 bytes) and PTTL of each replica's T:state, and SET T:kd
+// when t is not nil; then, only for replicas without T:state (a replica of
+// the release before ReplicaState, during an upgrade), a second one:
+// HGETALL and PTTL of their legacy load hash. A replica whose keys expired
+// since Beat is left out. Values that do not decode are skipped and
+// counted as errors.
 func (s *RedisStore) Collect(ctx context.Context, replicas []string, t *coord.Table) ([]coord.Peer, error) {
 	var update []byte
 	if t != nil {
@@ -184,11 +191,11 @@ func (s *RedisStore) Collect(ctx context.Context, replicas []string, t *coord.Ta
 		}
 	}
 	pipe := s.rdb.Pipeline()
-	loads := make([]*redis.MapStringStringCmd, len(replicas))
+	states := make([]*redis.StringCmd, len(replicas))
 	ttls := make([]*redis.DurationCmd, len(replicas))
 	for i, r := range replicas {
-		loads[i] = pipe.HGetAll(ctx, s.keys.load(r))
-		ttls[i] = pipe.PTTL(ctx, s.keys.load(r))
+		states[i] = pipe.GetRange(ctx, s.keys.state(r), 0, int64(s.opt.MaxStateBytes))
+		ttls[i] = pipe.PTTL(ctx, s.keys.state(r))
 	}
 	if update != nil {
 		pipe.Set(ctx, s.keys.keyDepth, update, 0)
@@ -197,6 +204,60 @@ func (s *RedisStore) Collect(ctx context.Context, replicas []string, t *coord.Ta
 		if _, err := pipe.Exec(ctx); err != nil {
 			return nil, err
 		}
+	}
+	peers := make([]coord.Peer, 0, len(replicas))
+	var legacy []string
+	for i, c := range states {
+		switch ttl := ttls[i].Val(); {
+		case ttl == -2*time.Nanosecond: // no T:state: an older replica, or expired
+			legacy = append(legacy, replicas[i])
+			continue
+		case ttl < 0: // -1: no expiry; every replica sets one
+			s.st.ignored.Add(1)
+			continue
+		}
+		v := c.Val()
+		if len(v) > s.opt.MaxStateBytes {
+			s.st.oversized.Add(1)
+			s.health.log.Debug("state: replica state above MaxStateBytes not read", "replica", replicas[i], "max", s.opt.MaxStateBytes)
+			continue
+		}
+		load, clamped, err := decodeState(v, s.opt.MaxLoadRequests, s.opt.MaxLoadTokens)
+		if err != nil {
+			s.st.errors.Add(1)
+			s.st.malformed.Add(1)
+			s.health.log.Debug("state: skipping a replica's state", "replica", replicas[i], "err", err)
+			continue
+		}
+		if clamped {
+			s.st.clamped.Add(1)
+		}
+		peers = append(peers, coord.Peer{Replica: replicas[i], Load: load})
+	}
+	if len(legacy) == 0 {
+		return peers, nil
+	}
+	old, err := s.collectLegacy(ctx, legacy)
+	if err != nil {
+		return nil, err
+	}
+	return append(peers, old...), nil
+}
+
+// collectLegacy reads the load hashes of replicas that wrote no T:state:
+// HGETALL and PTTL of each, in one pipeline. A hash that expired reads
+// empty: that replica is left out. Values that do not decode are skipped
+// and counted as errors.
+func (s *RedisStore) collectLegacy(ctx context.Context, replicas []string) ([]coord.Peer, error) {
+	pipe := s.rdb.Pipeline()
+	loads := make([]*redis.MapStringStringCmd, len(replicas))
+	ttls := make([]*redis.DurationCmd, len(replicas))
+	for i, r := range replicas {
+		loads[i] = pipe.HGetAll(ctx, s.keys.load(r))
+		ttls[i] = pipe.PTTL(ctx, s.keys.load(r))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
 	}
 	peers := make([]coord.Peer, 0, len(replicas))
 	for i, c := range loads {

@@ -62,6 +62,14 @@ func quietLogger() *slog.Logger {
 // nil, adjusts the options; hooks are added to the client before Run.
 func newReplica(t testing.TB, addr, name string, mod func(*RedisOptions), hooks ...redis.Hook) *replica {
 	t.Helper()
+	return newReplicaOver(t, addr, name, mod, nil, hooks...)
+}
+
+// newReplicaOver is newReplica with the Coordinator running over
+// wrap(store) rather than the store itself, when wrap is not nil (a
+// replica of another version).
+func newReplicaOver(t testing.TB, addr, name string, mod func(*RedisOptions), wrap func(*RedisStore) coord.Transport, hooks ...redis.Hook) *replica {
+	t.Helper()
 	sched, err := scheduler.New(scheduler.Config{Candidates: 2}, testPool(8))
 	if err != nil {
 		t.Fatalf("scheduler.New() error = %v", err)
@@ -77,7 +85,11 @@ func newReplica(t testing.TB, addr, name string, mod func(*RedisOptions), hooks 
 	for _, h := range hooks {
 		store.rdb.AddHook(h)
 	}
-	c, err := coord.New(store, sched, coord.Options{})
+	var tr coord.Transport = store
+	if wrap != nil {
+		tr = wrap(store)
+	}
+	c, err := coord.New(tr, sched, coord.Options{})
 	if err != nil {
 		t.Fatalf("coord.New() error = %v", err)
 	}

@@ -21,8 +21,11 @@ func newKeys(prefix, pool string) keys {
 	}
 }
 
-// load is the load hash of a replica.
+// load is the legacy load hash of a replica (positional values).
 func (k keys) load(replica string) string { return k.tag + ":load:" + replica }
+
+// state is a replica's state (a ReplicaState message).
+func (k keys) state(replica string) string { return k.tag + ":state:" + replica }
 
 // lease is the migration lease of a source instance.
 func (k keys) lease(instance string) string { return k.tag + ":mig:" + instance }

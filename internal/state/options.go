@@ -66,6 +66,10 @@ type RedisOptions struct {
 	// queued, pending). Larger values are clamped (default 1<<16 requests
 	// and 1<<24 tokens, beyond what one instance holds).
 	MaxLoadRequests, MaxLoadTokens int
+	// MaxStateBytes bounds another replica's encoded state
+	// (T:state:<replica>); a larger one is not used (default 1 MiB, about
+	// 20,000 instances).
+	MaxStateBytes int
 	// MaxReplicas bounds the other replicas whose load is read each
 	// heartbeat, the most recent first (default 1024).
 	MaxReplicas int
@@ -85,6 +89,7 @@ const (
 	DefaultMaxSplits        = 4096
 	DefaultMaxLoadRequests  = 1 << 16
 	DefaultMaxLoadTokens    = 1 << 24
+	DefaultMaxStateBytes    = 1 << 20
 	DefaultMaxReplicas      = 1024
 )
 
@@ -134,6 +139,9 @@ func (o RedisOptions) withDefaults() RedisOptions {
 	if o.MaxReplicas == 0 {
 		o.MaxReplicas = DefaultMaxReplicas
 	}
+	if o.MaxStateBytes == 0 {
+		o.MaxStateBytes = min(DefaultMaxStateBytes, int(o.MaxReplyBytes)-1)
+	}
 	return o
 }
 
@@ -164,6 +172,8 @@ func (o RedisOptions) validate() error {
 		return fmt.Errorf("%w: MaxReplicas must be >= 1, got %d", ErrInvalidOptions, o.MaxReplicas)
 	case o.MaxLoadRequests < 1 || o.MaxLoadTokens < 1:
 		return fmt.Errorf("%w: MaxLoadRequests and MaxLoadTokens must be >= 1, got %d and %d", ErrInvalidOptions, o.MaxLoadRequests, o.MaxLoadTokens)
+	case o.MaxStateBytes < 1 || int64(o.MaxStateBytes) >= o.MaxReplyBytes:
+		return fmt.Errorf("%w: MaxStateBytes must be in [1, MaxReplyBytes), got %d", ErrInvalidOptions, o.MaxStateBytes)
 	case o.DB < 0:
 		return fmt.Errorf("%w: DB must be >= 0, got %d", ErrInvalidOptions, o.DB)
 	}

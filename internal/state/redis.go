@@ -136,12 +136,12 @@ func (s *RedisStore) Run(ctx context.Context, c *coord.Coordinator) error {
 	return nil
 }
 
-// Leave implements coord.Transport: it deletes this replica's load hash,
-// removes it from T:replicas and releases the key-depth lease if it holds
-// it, in one pipeline.
+// Leave implements coord.Transport: it deletes this replica's state and
+// load hash, removes it from T:replicas and releases the key-depth lease
+// if it holds it, in one pipeline.
 func (s *RedisStore) Leave(ctx context.Context) error {
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, s.keys.load(s.opt.Replica))
+		p.Del(ctx, s.keys.state(s.opt.Replica), s.keys.load(s.opt.Replica))
 		p.ZRem(ctx, s.keys.replicas, s.opt.Replica)
 		p.Eval(ctx, releaseScript, []string{s.keys.leader}, s.opt.Replica)
 		return nil

@@ -6,25 +6,27 @@ package state
 
 // beatScript writes this replica's heartbeat and returns the live replicas.
 //
-//	KEYS[1] T:load:<replica>   KEYS[2] T:replicas
+//	KEYS[1] T:load:<replica>   KEYS[2] T:replicas   KEYS[3] T:state:<replica>
 //	ARGV[1] replica id         ARGV[2] expiry in ms (3 heartbeats)
 //	ARGV[3] most members returned
-//	ARGV[4..] field, value pairs of the load hash
+//	ARGV[4] the ReplicaState value
+//	ARGV[5..] field, value pairs of the legacy load hash
 //
-// It replaces the hash (so instances that left disappear), sets its expiry,
-// scores the replica in the zset with Redis's clock (so replica clocks do
-// not matter), drops members not seen within the expiry and members scored
-// more than the expiry ahead of now (no replica wrote those: they would
-// never expire), and returns {number of future members dropped, {the
-// remaining members, most recent first, at most ARGV[3]}, number of
-// remaining members}.
+// It replaces the state and the hash (so instances that left disappear),
+// sets their expiry, scores the replica in the zset with Redis's clock (so
+// replica clocks do not matter), drops members not seen within the expiry
+// and members scored more than the expiry ahead of now (no replica wrote
+// those: they would never expire), and returns {number of future members
+// dropped, {the remaining members, most recent first, at most ARGV[3]},
+// number of remaining members}.
 const beatScript = `
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
+redis.call('SET', KEYS[3], ARGV[4], 'PX', ttl)
 redis.call('DEL', KEYS[1])
-for i = 4, #ARGV, 2 do
+for i = 5, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
 end
 redis.call('PEXPIRE', KEYS[1], ttl)

@@ -205,6 +205,140 @@ func (x *KeyDepth) GetLeader() string {
 	return ""
 }
 
+// ReplicaState is what one replica writes every heartbeat to
+// T:state:<replica>, replacing the last one: its own load on each instance.
+// It supersedes the positional load hash T:load:<replica>, which replicas
+// still write beside it for one release so that older replicas keep
+// reading their peers (see package state, Load). Later versions add
+// fields here (readers ignore fields they do not know); an incompatible
+// change takes a new key, written beside this one for a release.
+type ReplicaState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// load is this replica's load, one entry per instance it knows.
+	Load          []*InstanceLoad `protobuf:"bytes,1,rep,name=load,proto3" json:"load,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaState) Reset() {
+	*x = ReplicaState{}
+	mi := &file_state_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaState) ProtoMessage() {}
+
+func (x *ReplicaState) ProtoReflect() protoreflect.Message {
+	mi := &file_state_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaState.ProtoReflect.Descriptor instead.
+func (*ReplicaState) Descriptor() ([]byte, []int) {
+	return file_state_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ReplicaState) GetLoad() []*InstanceLoad {
+	if x != nil {
+		return x.Load
+	}
+	return nil
+}
+
+// InstanceLoad is one replica's load on one instance (scheduler.Load).
+type InstanceLoad struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// instance is the scheduler's instance id.
+	Instance string `protobuf:"bytes,1,opt,name=instance,proto3" json:"instance,omitempty"`
+	// queued counts the requests waiting in the replica's router queue.
+	Queued uint64 `protobuf:"varint,2,opt,name=queued,proto3" json:"queued,omitempty"`
+	// queued_tokens are their estimated uncached prompt tokens.
+	QueuedTokens uint64 `protobuf:"varint,3,opt,name=queued_tokens,json=queuedTokens,proto3" json:"queued_tokens,omitempty"`
+	// pending_tokens are dispatched uncached tokens not yet through prefill.
+	PendingTokens uint64 `protobuf:"varint,4,opt,name=pending_tokens,json=pendingTokens,proto3" json:"pending_tokens,omitempty"`
+	// running counts the dispatched requests not yet completed.
+	Running       uint64 `protobuf:"varint,5,opt,name=running,proto3" json:"running,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstanceLoad) Reset() {
+	*x = InstanceLoad{}
+	mi := &file_state_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstanceLoad) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstanceLoad) ProtoMessage() {}
+
+func (x *InstanceLoad) ProtoReflect() protoreflect.Message {
+	mi := &file_state_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstanceLoad.ProtoReflect.Descriptor instead.
+func (*InstanceLoad) Descriptor() ([]byte, []int) {
+	return file_state_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *InstanceLoad) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *InstanceLoad) GetQueued() uint64 {
+	if x != nil {
+		return x.Queued
+	}
+	return 0
+}
+
+func (x *InstanceLoad) GetQueuedTokens() uint64 {
+	if x != nil {
+		return x.QueuedTokens
+	}
+	return 0
+}
+
+func (x *InstanceLoad) GetPendingTokens() uint64 {
+	if x != nil {
+		return x.PendingTokens
+	}
+	return 0
+}
+
+func (x *InstanceLoad) GetRunning() uint64 {
+	if x != nil {
+		return x.Running
+	}
+	return 0
+}
+
 var File_state_proto protoreflect.FileDescriptor
 
 const file_state_proto_rawDesc = "" +
@@ -223,7 +357,15 @@ const file_state_proto_rawDesc = "" +
 	"\bKeyDepth\x12\x1a\n" +
 	"\x06splits\x18\x01 \x03(\x06B\x02\x10\x01R\x06splits\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x16\n" +
-	"\x06leader\x18\x03 \x01(\tR\x06leaderB3Z1github.com/dualmap/dualmap/internal/proto/statepbb\x06proto3"
+	"\x06leader\x18\x03 \x01(\tR\x06leader\"B\n" +
+	"\fReplicaState\x122\n" +
+	"\x04load\x18\x01 \x03(\v2\x1e.dualmap.state.v1.InstanceLoadR\x04load\"\xa8\x01\n" +
+	"\fInstanceLoad\x12\x1a\n" +
+	"\binstance\x18\x01 \x01(\tR\binstance\x12\x16\n" +
+	"\x06queued\x18\x02 \x01(\x04R\x06queued\x12#\n" +
+	"\rqueued_tokens\x18\x03 \x01(\x04R\fqueuedTokens\x12%\n" +
+	"\x0epending_tokens\x18\x04 \x01(\x04R\rpendingTokens\x12\x18\n" +
+	"\arunning\x18\x05 \x01(\x04R\arunningB3Z1github.com/dualmap/dualmap/internal/proto/statepbb\x06proto3"
 
 var (
 	file_state_proto_rawDescOnce sync.Once
@@ -237,19 +379,22 @@ func file_state_proto_rawDescGZIP() []byte {
 	return file_state_proto_rawDescData
 }
 
-var file_state_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_state_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_state_proto_goTypes = []any{
 	(*DispatchBatch)(nil), // 0: dualmap.state.v1.DispatchBatch
 	(*Dispatch)(nil),      // 1: dualmap.state.v1.Dispatch
 	(*KeyDepth)(nil),      // 2: dualmap.state.v1.KeyDepth
+	(*ReplicaState)(nil),  // 3: dualmap.state.v1.ReplicaState
+	(*InstanceLoad)(nil),  // 4: dualmap.state.v1.InstanceLoad
 }
 var file_state_proto_depIdxs = []int32{
 	1, // 0: dualmap.state.v1.DispatchBatch.dispatches:type_name -> dualmap.state.v1.Dispatch
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	4, // 1: dualmap.state.v1.ReplicaState.load:type_name -> dualmap.state.v1.InstanceLoad
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_state_proto_init() }
@@ -263,7 +408,7 @@ func file_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_state_proto_rawDesc), len(file_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

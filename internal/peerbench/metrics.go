@@ -1,0 +1,100 @@
+package peerbench
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// The vLLM prefix-cache counters, in tokens, that vLLM, llm-d's simulator
+// and `dualmap engine` serve on /metrics.
+const (
+	MetricPrefixHits    = "vllm:prefix_cache_hits_total"
+	MetricPrefixQueries = "vllm:prefix_cache_queries_total"
+)
+
+// ErrNoCacheCounters is ParseCacheCounters' error for a page without the
+// counters. vLLM-format engines with labelled counters (llm-d's simulator)
+// publish them only once a request has been counted, so before the first
+// request an engine may have none; an engine that never shows them does
+// not report its cache.
+var ErrNoCacheCounters = errors.New("no prefix-cache counters")
+
+// CacheCounters are an engine's prefix-cache counters at one time: tokens
+// found cached and tokens looked up.
+type CacheCounters struct {
+	Hits, Queries float64
+}
+
+// Add returns the sum of two engines' counters.
+func (c CacheCounters) Add(o CacheCounters) CacheCounters {
+	return CacheCounters{c.Hits + o.Hits, c.Queries + o.Queries}
+}
+
+// Sub returns the counters' growth since before.
+func (c CacheCounters) Sub(before CacheCounters) CacheCounters {
+	return CacheCounters{c.Hits - before.Hits, c.Queries - before.Queries}
+}
+
+// HitRate is Hits / Queries, 0 when nothing was queried.
+func (c CacheCounters) HitRate() float64 {
+	if c.Queries <= 0 {
+		return 0
+	}
+	return c.Hits / c.Queries
+}
+
+// ParseCacheCounters reads the prefix-cache counters from a Prometheus text
+// page, summed over every label set (one per model or engine). A page
+// without them is an error: the engine does not report its cache.
+func ParseCacheCounters(r io.Reader) (CacheCounters, error) {
+	var c CacheCounters
+	var seenH, seenQ bool
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, rest := line, ""
+		if i := strings.IndexAny(line, "{ "); i >= 0 {
+			name, rest = line[:i], line[i:]
+		}
+		var dst *float64
+		switch name {
+		case MetricPrefixHits:
+			dst, seenH = &c.Hits, true
+		case MetricPrefixQueries:
+			dst, seenQ = &c.Queries, true
+		default:
+			continue
+		}
+		if strings.HasPrefix(rest, "{") {
+			end := strings.LastIndexByte(rest, '}')
+			if end < 0 {
+				return CacheCounters{}, fmt.Errorf("peerbench: metrics: unterminated labels in %q", line)
+			}
+			rest = rest[end+1:]
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			return CacheCounters{}, fmt.Errorf("peerbench: metrics: no value in %q", line)
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			return CacheCounters{}, fmt.Errorf("peerbench: metrics: %q: %w", line, err)
+		}
+		*dst += v
+	}
+	if err := sc.Err(); err != nil {
+		return CacheCounters{}, fmt.Errorf("peerbench: metrics: %w", err)
+	}
+	if !seenH || !seenQ {
+		return CacheCounters{}, fmt.Errorf("peerbench: metrics: %w: no %s and %s on the page", ErrNoCacheCounters, MetricPrefixHits, MetricPrefixQueries)
+	}
+	return c, nil
+}

@@ -1,0 +1,92 @@
+package peerbench
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Row is one run of the benchmark: a picker with its replicas on an engine
+// at a rate, on a workload.
+type Row struct {
+	Engine   string  `json:"engine"`
+	Workload string  `json:"workload"`
+	Picker   string  `json:"picker"`
+	Replicas int     `json:"replicas"`
+	Client   string  `json:"client"`
+	Percent  float64 `json:"percent_of_capacity"`
+	QPS      float64 `json:"qps"`
+	Run      int     `json:"run"`
+
+	Requests int         `json:"requests"`
+	OK       int         `json:"ok"`
+	Failed   int         `json:"failed"`
+	ByStatus map[int]int `json:"failed_by_status,omitempty"` // failed requests by HTTP status (0: no response)
+
+	TTFTP50MS float64 `json:"ttft_p50_ms"`
+	TTFTP90MS float64 `json:"ttft_p90_ms"`
+	TTFTP99MS float64 `json:"ttft_p99_ms"`
+	E2EP50MS  float64 `json:"e2e_p50_ms"`
+	OutputTPS float64 `json:"output_tokens_per_s"`
+	// EngineHitRate is the growth of the engines' prefix-cache hit and
+	// query counters over the run, summed over engines.
+	EngineHitRate float64 `json:"engine_hit_rate"`
+	// PickerCPUMSPerRequest is the pickers' CPU time (utime+stime, all
+	// replicas) over the run per request sent.
+	PickerCPUMSPerRequest float64 `json:"picker_cpu_ms_per_request"`
+	// EngineCPU is the engines' CPU time over the run divided by its wall
+	// time: how many cores the engines used.
+	EngineCPU float64 `json:"engine_cpu_cores"`
+	LoadAvg   string  `json:"load_avg"`
+	Duration  float64 `json:"duration_s"`
+}
+
+// MS is a duration in milliseconds, for Row.
+func MS(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// Markdown writes rows as a Markdown table, grouped as they come (engine,
+// workload, replicas, rate, picker), with the failed requests by status.
+func Markdown(w io.Writer, rows []Row) error {
+	var b strings.Builder
+	b.WriteString("| engine | workload | picker | replicas | load | QPS | run | TTFT p50 / p90 / p99 ms | E2E p50 ms | out tok/s | failed (status) | engine hit | picker CPU ms/req | engines' cores | load avg |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.0f%% | %.1f | %d | %s / %s / %s | %s | %.0f | %s | %.1f%% | %.2f | %.2f | %s |\n",
+			r.Engine, r.Workload, r.Picker, r.Replicas, r.Percent, r.QPS, r.Run,
+			thousands(r.TTFTP50MS), thousands(r.TTFTP90MS), thousands(r.TTFTP99MS), thousands(r.E2EP50MS),
+			r.OutputTPS, failed(r), 100*r.EngineHitRate, r.PickerCPUMSPerRequest, r.EngineCPU, r.LoadAvg)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func failed(r Row) string {
+	if r.Failed == 0 {
+		return "0"
+	}
+	var parts []string
+	codes := make([]int, 0, len(r.ByStatus))
+	for c := range r.ByStatus {
+		codes = append(codes, c)
+	}
+	slices.Sort(codes)
+	for _, c := range codes {
+		parts = append(parts, fmt.Sprintf("%d x %d", r.ByStatus[c], c))
+	}
+	return fmt.Sprintf("%d (%s)", r.Failed, strings.Join(parts, ", "))
+}
+
+// thousands formats a millisecond figure as a whole number with commas.
+func thousands(ms float64) string {
+	n := int64(ms + 0.5)
+	s := fmt.Sprint(n)
+	if n < 0 {
+		return s
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
