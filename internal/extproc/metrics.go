@@ -33,6 +33,8 @@ type metrics struct {
 	queued        *prometheus.GaugeVec     // pool, instance
 	queuedTok     *prometheus.GaugeVec     // pool, instance
 	running       *prometheus.GaugeVec     // pool, instance
+	aheadCost     *prometheus.GaugeVec     // pool, instance
+	engineFull    *prometheus.GaugeVec     // pool, instance
 	migrations    *prometheus.CounterVec   // pool
 	shed          *prometheus.CounterVec   // pool, status, reason
 	stateErrors   *prometheus.CounterVec   // pool

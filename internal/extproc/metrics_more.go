@@ -32,6 +32,12 @@ func (m *metrics) addMore(reg prometheus.Registerer) {
 	m.running = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "dualmap_instance_running_requests", Help: "Requests dispatched to the instance and not completed.",
 	}, []string{"pool", "instance"})
+	m.aheadCost = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dualmap_instance_ahead_cost_seconds", Help: "The learned marginal time to first token of one uncached prompt token of prefill work ahead on the instance (the adaptive router-queue rule's cost; near 0 on an engine that prefills in parallel).",
+	}, []string{"pool", "instance"})
+	m.engineFull = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dualmap_instance_engine_full", Help: "1 when the instance's engine, as far as this replica can tell, queues requests at its running limit: the adaptive rule holds new ones in the router.",
+	}, []string{"pool", "instance"})
 	m.migrations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dualmap_migrations_total", Help: "Queued requests moved to another candidate by the hotspot rebalancer.",
 	}, []string{"pool"})
@@ -57,7 +63,7 @@ func (m *metrics) addMore(reg prometheus.Registerer) {
 		m.errors.WithLabelValues(k)
 	}
 	if reg != nil {
-		reg.MustRegister(m.ttftEstimated, m.ttftObserved, m.queued, m.queuedTok, m.running, m.migrations,
+		reg.MustRegister(m.ttftEstimated, m.ttftObserved, m.queued, m.queuedTok, m.running, m.aheadCost, m.engineFull, m.migrations,
 			m.shed, m.stateErrors, m.stateLag, m.streamErrors, m.sloMet)
 	}
 }

@@ -264,6 +264,12 @@ func (s *Server) updateGauges() {
 			s.m.queued.WithLabelValues(p.name, st.ID).Set(float64(st.Queued))
 			s.m.queuedTok.WithLabelValues(p.name, st.ID).Set(float64(st.QueuedTokens))
 			s.m.running.WithLabelValues(p.name, st.ID).Set(float64(st.Running))
+			s.m.aheadCost.WithLabelValues(p.name, st.ID).Set(st.AheadCost)
+			full := 0.0
+			if st.EngineQueuing {
+				full = 1
+			}
+			s.m.engineFull.WithLabelValues(p.name, st.ID).Set(full)
 			h := 0.0
 			if st.Healthy && !st.Draining {
 				h = 1
