@@ -1,9 +1,7 @@
 package scheduler
 
 import (
-	"fmt"
 	"math"
-	"os"
 	"sync"
 )
 
@@ -28,13 +26,16 @@ import (
 //   - work is pending on i (uncached prompt tokens dispatched and not yet
 //     through prefill, all replicas') and a x (pending + its own uncached
 //     tokens) > SLOShare x SLO, where a is the marginal TTFT of one token of
-//     work ahead, learned online: the slope of observed TTFT (from
-//     dispatch) against the pending prefill each request was dispatched
-//     behind, an exponentially weighted least-squares fit over about the
-//     last 256 first tokens. On an engine that prefills in parallel the
-//     slope is near 0 and nothing waits until the engine queues; on a
-//     step-bound engine it is about the per-token prefill cost, and the
-//     rule is a token budget of SLOShare x SLO / a, calibrated online.
+//     work ahead, learned online with c, that of one token of the
+//     request's own: observed TTFT (from dispatch) against the pending
+//     prefill each request was dispatched behind and its own uncached
+//     tokens, an exponentially weighted least-squares fit over about the
+//     last 256 first tokens. a counts only when it is at least c/2: on a
+//     step-bound engine (vLLM with chunked prefill) a token ahead costs
+//     about what one's own does, and the rule is a token budget of
+//     SLOShare x SLO / a, calibrated online; on an engine that prefills in
+//     parallel a is far below c, and nothing waits until the engine is
+//     full.
 //
 // A request is always dispatched to an instance with nothing of the
 // router's in flight, so a stale engine report cannot hold a queue forever.
@@ -43,13 +44,19 @@ import (
 // IdleRunning requests in flight.
 
 // aheadFit is the exponentially weighted least-squares fit of observed TTFT
-// on the work ahead at dispatch. observe is called concurrently (from every
-// instance sharing the estimator); slope is read without a lock.
+// on the work ahead at dispatch and the request's own uncached tokens:
+//
+//	TTFT = b + a x ahead + c x own
+//
+// a is what a token of someone else's prefill costs a request, c what a
+// token of its own does. On a step-bound engine the two are alike (every
+// token goes through the same step budget); on one that prefills requests
+// in parallel a is far below c. observe is called concurrently (from every
+// instance sharing the estimator); slope and own are read without a lock.
 type aheadFit struct {
-	mu                  sync.Mutex // guards the sums
-	n, sx, sy, sxx, sxy float64
-	slopev              atomicFloat // the last identified slope, seconds per token
-	identified          bool        // guarded by mu
+	mu                                     sync.Mutex // guards the sums
+	n, s1, s2, sy, s11, s22, s12, s1y, s2y float64
+	slopev, ownv                           atomicFloat // the last identified a and c, seconds per token
 }
 
 const (
@@ -58,48 +65,65 @@ const (
 	// aheadMinSamples is the weighted count below which the fit says
 	// nothing (a slope of 0: dispatch at once).
 	aheadMinSamples = 32
-	// aheadMinSpread is the spread of the work ahead, in tokens (standard
-	// deviation), below which the slope is not identified and its last
-	// value stays.
+	// aheadMinSpread is the spread of the work ahead and of the own
+	// tokens, in tokens (standard deviation), below which the fit is not
+	// identified and its last values stay.
 	aheadMinSpread = 64
 )
 
 // observe adds one first token: ttft seconds after a dispatch behind
-// ahead tokens of pending prefill.
-func (f *aheadFit) observe(ahead, ttft float64) {
-	if !(ttft > 0) || math.IsInf(ttft, 0) || ahead < 0 {
+// ahead tokens of pending prefill, with own uncached tokens.
+func (f *aheadFit) observe(ahead, own, ttft float64) {
+	if !(ttft > 0) || math.IsInf(ttft, 0) || ahead < 0 || own < 0 {
 		return
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d := 1 - aheadDecay
 	f.n = f.n*d + 1
-	f.sx = f.sx*d + ahead
-	f.sy = f.sy*d + ttft
-	f.sxx = f.sxx*d + ahead*ahead
-	f.sxy = f.sxy*d + ahead*ttft
+	f.s1, f.s2, f.sy = f.s1*d+ahead, f.s2*d+own, f.sy*d+ttft
+	f.s11, f.s22, f.s12 = f.s11*d+ahead*ahead, f.s22*d+own*own, f.s12*d+ahead*own
+	f.s1y, f.s2y = f.s1y*d+ahead*ttft, f.s2y*d+own*ttft
 	if f.n < aheadMinSamples {
 		return
 	}
-	mx, my := f.sx/f.n, f.sy/f.n
-	vx := f.sxx/f.n - mx*mx
-	if vx < aheadMinSpread*aheadMinSpread {
+	m1, m2, my := f.s1/f.n, f.s2/f.n, f.sy/f.n
+	c11, c22, c12 := f.s11/f.n-m1*m1, f.s22/f.n-m2*m2, f.s12/f.n-m1*m2
+	c1y, c2y := f.s1y/f.n-m1*my, f.s2y/f.n-m2*my
+	if c11 < aheadMinSpread*aheadMinSpread {
 		return
 	}
-	f.slopev.set(max((f.sxy/f.n-mx*my)/vx, 0))
-	dbgN++
-	if dbgN%500 == 0 && os.Getenv("ADM_DEBUG") != "" {
-		fmt.Fprintf(os.Stderr, "slope %.3g mx %.0f sdx %.0f my %.3f\n", f.slope(), mx, math.Sqrt(vx), my)
+	det := c11*c22 - c12*c12
+	if c22 < aheadMinSpread*aheadMinSpread || det < 0.01*c11*c22 {
+		// Own tokens do not vary apart from the work ahead: the slope alone.
+		f.slopev.set(max(c1y/c11, 0))
+		return
 	}
+	f.slopev.set(max((c22*c1y-c12*c2y)/det, 0))
+	f.ownv.set(max((c11*c2y-c12*c1y)/det, 0))
 }
-
-var dbgN int
-var dbgIdle = os.Getenv("ADM_IDLE") != ""
-var dbgNoQ = os.Getenv("ADM_NOQ") != ""
 
 // slope is the learned marginal TTFT of a token of work ahead, in seconds
 // (0 until identified).
 func (f *aheadFit) slope() float64 { return f.slopev.get() }
+
+// cost is the learned cost of a token of work ahead that the rule holds
+// requests for: a, where a token ahead costs at least half of what one of
+// the request's own does (a step-bound engine, where pending prefill delays
+// everyone); 0 on an engine whose work ahead costs a request far less than
+// its own prompt (it prefills in parallel: holding requests back would not
+// help the others).
+func (f *aheadFit) cost() float64 {
+	a := f.slopev.get()
+	if a < f.ownv.get()/2 {
+		return 0
+	}
+	return a
+}
+
+// own is the learned marginal TTFT of a token of the request's own (0
+// until identified).
+func (f *aheadFit) own() float64 { return f.ownv.get() }
 
 // engineQueuing reports whether in's engine is, as far as this replica
 // can tell, full: its last report showed requests waiting with as many
@@ -132,21 +156,18 @@ func (s *Scheduler) admitAdaptive(in *instance, r *Request) bool {
 	if flight == 0 {
 		return true
 	}
-	if !dbgNoQ && in.engineQueuing() {
+	if in.engineQueuing() {
 		return false
 	}
 	p := in.pendingTokens.get() + in.remote.PendingTokens.get()
-	return p == 0 || in.est.ahead.slope()*float64(p+r.uncached) <= s.aheadBudget()
+	return p == 0 || in.est.ahead.cost()*float64(p+r.uncached) <= s.aheadBudget()
 }
 
 // idleAdaptive is idle under QueueConfig.Adaptive.
 func (s *Scheduler) idleAdaptive(in *instance) bool {
-	if dbgIdle {
-		return in.pendingTokens.get() == 0 && in.inFlight() < s.cfg.Queue.IdleRunning
-	}
 	if in.inFlight() >= s.cfg.Queue.IdleRunning || in.engineQueuing() {
 		return false
 	}
 	p := in.pendingTokens.get() + in.remote.PendingTokens.get()
-	return p == 0 || in.est.ahead.slope()*float64(p) <= s.aheadBudget()/8
+	return p == 0 || in.est.ahead.cost()*float64(p) <= s.aheadBudget()/8
 }

@@ -7,59 +7,72 @@ import (
 )
 
 func TestAheadFitSlope(t *testing.T) {
+	ahead := func(i int) float64 { return float64(i%7) * 3000 }
+	own := func(i int) float64 { return float64(i%5) * 1000 }
 	tests := []struct {
-		name  string
-		n     int
-		ttft  func(ahead float64) float64
-		ahead func(i int) float64
-		want  float64 // slope, seconds per token
-		tol   float64
+		name      string
+		n         int
+		ttft      func(ahead, own float64) float64
+		ahead     func(i int) float64
+		slope, c  float64 // want, seconds per token
+		cost      float64 // what the rule holds for
+		tolerance float64
 	}{
 		// An engine that prefills requests in parallel: the work ahead does
-		// not delay a request (its own prompt does, noise around a mean).
-		{"parallel", 400, func(float64) float64 { return 0.5 }, func(i int) float64 { return float64(i%7) * 3000 }, 0, 1e-9},
-		// A step-bound engine: every token ahead costs 1e-4 s.
-		{"step-bound", 400, func(a float64) float64 { return 0.05 + 1e-4*a }, func(i int) float64 { return float64(i%7) * 3000 }, 1e-4, 1e-7},
+		// not delay a request, its own prompt does.
+		{"parallel", 400, func(_, u float64) float64 { return 0.03 + 2.5e-4*u }, ahead, 0, 2.5e-4, 0, 1e-9},
+		// Parallel, slowed a little by the load (llm-d's simulator's time
+		// factor): a token ahead costs a tenth of one's own, not held for.
+		{"parallel under load", 400, func(a, u float64) float64 { return 0.03 + 2.5e-4*u + 2.5e-5*a }, ahead, 2.5e-5, 2.5e-4, 0, 1e-9},
+		// A step-bound engine: every token, ahead or own, costs 1e-4 s.
+		{"step-bound", 400, func(a, u float64) float64 { return 0.05 + 1e-4*(a+u) }, ahead, 1e-4, 1e-4, 1e-4, 1e-9},
 		// Too few first tokens: no evidence, dispatch at once.
-		{"few samples", 20, func(a float64) float64 { return 0.05 + 1e-4*a }, func(i int) float64 { return float64(i%7) * 3000 }, 0, 0},
-		// Nothing was ever pending: the slope is not identified.
-		{"no spread", 400, func(a float64) float64 { return 0.05 + 1e-4*a }, func(int) float64 { return 0 }, 0, 0},
+		{"few samples", 20, func(a, u float64) float64 { return 0.05 + 1e-4*(a+u) }, ahead, 0, 0, 0, 0},
+		// Nothing was ever pending: not identified.
+		{"no spread", 400, func(a, u float64) float64 { return 0.05 + 1e-4*(a+u) }, func(int) float64 { return 0 }, 0, 0, 0, 0},
 		// Faster with more ahead (noise, batching luck): never negative.
-		{"negative", 400, func(a float64) float64 { return 2 - 1e-4*a }, func(i int) float64 { return float64(i%7) * 3000 }, 0, 0},
+		{"negative", 400, func(a, u float64) float64 { return 2 - 1e-4*a + 1e-4*u }, ahead, 0, 1e-4, 0, 1e-9},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var f aheadFit
 			for i := range tt.n {
-				a := tt.ahead(i)
-				f.observe(a, tt.ttft(a))
+				a, u := tt.ahead(i), own(i)
+				f.observe(a, u, tt.ttft(a, u))
 			}
-			if got := f.slope(); math.Abs(got-tt.want) > tt.tol {
-				t.Errorf("slope() = %g, want %g ± %g", got, tt.want, tt.tol)
+			if got := f.slope(); math.Abs(got-tt.slope) > tt.tolerance {
+				t.Errorf("slope() = %g, want %g", got, tt.slope)
+			}
+			if got := f.own(); math.Abs(got-tt.c) > tt.tolerance {
+				t.Errorf("own() = %g, want %g", got, tt.c)
+			}
+			if got := f.cost(); math.Abs(got-tt.cost) > tt.tolerance {
+				t.Errorf("cost() = %g, want %g", got, tt.cost)
 			}
 		})
 	}
 }
 
-// A slope once identified stays while nothing is pending (the spread of the
+// A fit once identified stays while nothing is pending (the spread of the
 // work ahead falls below the minimum), and bad observations are ignored.
 func TestAheadFitKeepsSlope(t *testing.T) {
 	var f aheadFit
 	for i := range 400 {
-		a := float64(i%5) * 2000
-		f.observe(a, 0.1+2e-4*a)
+		a, u := float64(i%5)*2000, float64(i%3)*1000
+		f.observe(a, u, 0.1+2e-4*(a+u))
 	}
 	want := f.slope()
-	if math.Abs(want-2e-4) > 1e-7 {
+	if math.Abs(want-2e-4) > 1e-9 {
 		t.Fatalf("slope() = %g, want 2e-4", want)
 	}
 	for range 5000 {
-		f.observe(0, 0.1)
-		f.observe(100, math.NaN())
-		f.observe(-1, 5)
-		f.observe(100, math.Inf(1))
+		f.observe(0, 1000, 0.3)
+		f.observe(100, 100, math.NaN())
+		f.observe(-1, 100, 5)
+		f.observe(100, -1, 5)
+		f.observe(100, 100, math.Inf(1))
 	}
-	if got := f.slope(); math.Abs(got-want) > 1e-12 {
+	if got := f.slope(); math.Abs(got-want) > 1e-6 {
 		t.Errorf("slope() after unidentifiable observations = %g, want %g kept", got, want)
 	}
 }
@@ -175,8 +188,8 @@ func TestAdaptiveEngineSlotsAreLearned(t *testing.T) {
 func TestAdaptiveHoldsOnStepBoundEngine(t *testing.T) {
 	s, _ := adaptive(t, 1)
 	for i := range 400 {
-		a := float64(i%7) * 1000
-		s.est.ahead.observe(a, 0.05+1e-4*a)
+		a, u := float64(i%7)*1000, float64(i%3)*1000
+		s.est.ahead.observe(a, u, 0.05+1e-4*(a+u))
 	}
 	var rs []*Request
 	for i := range 4 {

@@ -303,7 +303,7 @@ func (in *instance) state() InstanceState {
 		CachedBlocks: blocks, CostPerToken: in.est.cost(), StepScale: in.est.stepScale(), ServiceTime: in.est.serviceTime(),
 		Prefilling: in.prefilling.get(), Memory: in.memory(),
 		Estimate:  in.est.terms(in.load(), 0),
-		AheadCost: in.est.ahead.slope(), EngineQueuing: in.engineQueuing(),
+		AheadCost: in.est.ahead.cost(), EngineQueuing: in.engineQueuing(),
 	}
 }
 

@@ -423,7 +423,7 @@ func (s *Scheduler) FirstToken(r *Request) {
 	in.prefilling.add(-1)
 	r.state = statePrefilled
 	in.est.observe(r.work, (now - r.dispatched).Seconds())
-	in.est.ahead.observe(float64(r.aheadAt), (now - r.dispatched).Seconds())
+	in.est.ahead.observe(float64(r.aheadAt), float64(r.uncached), (now - r.dispatched).Seconds())
 	s.drain(in, now)
 }
 
