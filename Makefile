@@ -4,7 +4,7 @@ BIN     := bin/dualmap
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build build-tokenizers test unit chart image image-oci image-test bench bench-e2e bench-peer soak lint run demo e2e clean jaeger llama bench-real
+.PHONY: all build build-tokenizers test unit chart image image-oci image-test bench bench-e2e bench-peer soak lint run demo e2e e2e-gateways envoy-gateway clean jaeger llama bench-real
 
 all: build
 
@@ -92,8 +92,10 @@ jaeger:
 	bash scripts/jaeger-run.sh
 
 # run: Envoy on localhost:8080 -> dualmap -> 4 simulated engines (Ctrl-C stops).
+# GATEWAY=envoy-gateway: Envoy Gateway standalone in front instead
+# (examples/envoy-gateway; builds it the first time, see e2e-gateways).
 run:
-	ENGINE="$(ENGINE)" bash scripts/run.sh
+	ENGINE="$(ENGINE)" GATEWAY="$(GATEWAY)" bash scripts/run.sh
 
 # demo: replay the conversation trace through the stack, dualmap vs round robin.
 demo:
@@ -130,6 +132,21 @@ e2e:
 	DUALMAP_JAEGER="$$(bash scripts/jaeger.sh | tail -n 1)" \
 	DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -timeout 30m -v ./e2e/
 
+# e2e-gateways: the black-box endpoint-picker suite (TestConformance*) and
+# the generated-config checks (TestGatewayConfigDump*) against Envoy Gateway
+# standalone as well as our gateway bootstrap. Opt-in: the first build of
+# Envoy Gateway (scripts/envoy-gateway.sh, cached outside the repository)
+# takes long enough to push a fresh CI run past its budget; `make e2e` runs
+# the same suite against the bootstrap and skips Envoy Gateway.
+e2e-gateways:
+	@eg=$$(GO=$(GO) bash scripts/envoy-gateway.sh | tail -n 1) && \
+	DUALMAP_ENVOY_GATEWAY="$$eg" \
+	DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -timeout 30m -v -run 'TestConformance|TestGatewayConfigDump' ./e2e/
+
+# envoy-gateway: build Envoy Gateway's control plane (scripts/envoy-gateway.sh).
+envoy-gateway:
+	GO=$(GO) bash scripts/envoy-gateway.sh
+
 # bench-real: the conversation trace through Envoy -> dualmap -> real
 # llama.cpp llama-servers, per policy at a rate below and one past
 # saturation (a report; see scripts/bench-real.sh for the knobs).
@@ -155,7 +172,7 @@ libtokenizers:
 test-tokenizers: libtokenizers
 	CGO_ENABLED=1 CGO_LDFLAGS="-L$(TOKLIB_DIR)" $(GO) test -tags tokenizers -race -count=1 ./internal/tokenize/ ./internal/extproc/
 
-# mutate: mutation testing (gremlins) over scheduler, extproc and state, one
+# mutate: mutation testing (gremlins) over scheduler, extproc, state and coord, one
 # worker, one package at a time; long (see docs/testing.md for times and the
 # knobs: MUTATE_PKGS, MUTATE_EXCLUDE, MUTATE_DIFF=main for a branch's lines).
 # fuzz: every fuzz target of the module, FUZZTIME each (default 30s);

@@ -37,6 +37,13 @@ type gatewayOptions struct {
 	// envoyEdit changes the rendered bootstrap: pairs of old, new text,
 	// every occurrence of old (at least one) replaced.
 	envoyEdit func(s *stack) []string
+	// engineHosts, when set, is each engine's IP (default 127.0.0.1 for
+	// all four): several ports on one IP are data-parallel ranks.
+	engineHosts []string
+	// routerEdit changes router i's rendered configuration once the
+	// engines are up (after edit): pairs of old, new text, each old found
+	// exactly once.
+	routerEdit func(s *stack, i int) []string
 }
 
 // replaceOnce replaces old by new in s, failing the test unless old occurs
@@ -53,22 +60,16 @@ func replaceOnce(t testing.TB, what, s, old, new string) string {
 // 9002, health checks on 9003.
 var eppEndpointRe = regexp.MustCompile(`(?m)^(\s*)- endpoint:\n\s*address: \{socket_address: \{address: 127\.0\.0\.1, port_value: 9002\}\}\n\s*health_check_config: \{port_value: 9003\}\n`)
 
-func startGateway(t testing.TB, o gatewayOptions) *gatewayStack {
+// startPickers starts the engines and o.routers routers configured from
+// examples/gateway-epp.yaml (the gateway in front is the caller's).
+func startPickers(t testing.TB, o gatewayOptions) *gatewayStack {
 	t.Helper()
 	if o.routers == 0 {
 		o.routers = 1
 	}
 	s := &stack{t: t, dir: t.TempDir()}
 	g := &gatewayStack{stack: s}
-	for i := 0; i < 4; i++ {
-		addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-		p := startProc(t, s.dir, fmt.Sprintf("engine-%d", i), dualmapBin, "engine", "--listen", addr,
-			"--time-scale", "50", "--name", addr, "--block-size", "16")
-		s.engines = append(s.engines, &engineProc{proc: p, addr: addr})
-	}
-	for _, e := range s.engines {
-		waitHTTP(t, "http://"+e.addr+"/health", 20*time.Second)
-	}
+	startEngines(t, s, o.engineHosts)
 	example, err := os.ReadFile(filepath.Join(repoRoot, "examples", "gateway-epp.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -82,24 +83,44 @@ func startGateway(t testing.TB, o gatewayOptions) *gatewayStack {
 	for i := 0; i+1 < len(o.edit); i += 2 {
 		base = replaceOnce(t, "router config edit", base, o.edit[i], o.edit[i+1])
 	}
-	var eppEndpoints strings.Builder
 	for i := 0; i < o.routers; i++ {
 		gp, ap, hp := freePort(t), freePort(t), freePort(t)
 		cfg := base
 		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `grpc: ":9002"`, fmt.Sprintf(`grpc: "127.0.0.1:%d"`, gp))
 		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `admin: ":9090"`, fmt.Sprintf(`admin: "127.0.0.1:%d"`, ap))
 		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `listen: ":9003"`, fmt.Sprintf(`listen: "127.0.0.1:%d"`, hp))
+		if o.routerEdit != nil {
+			edit := o.routerEdit(s, i)
+			for j := 0; j+1 < len(edit); j += 2 {
+				cfg = replaceOnce(t, "router config edit", cfg, edit[j], edit[j+1])
+			}
+		}
 		path := filepath.Join(s.dir, fmt.Sprintf("router-%d.yaml", i))
 		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		p := startProc(t, s.dir, fmt.Sprintf("router-%d", i), dualmapBin, "serve", "--config", path, "--shutdown-grace", "2s")
-		s.routers = append(s.routers, &routerProc{proc: p, grpc: fmt.Sprintf("127.0.0.1:%d", gp), admin: fmt.Sprintf("127.0.0.1:%d", ap)})
+		p := startProc(t, s.dir, fmt.Sprintf("router-%d", i), routerArgs(path)...)
+		s.routers = append(s.routers, &routerProc{proc: p, grpc: fmt.Sprintf("127.0.0.1:%d", gp), admin: fmt.Sprintf("127.0.0.1:%d", ap),
+			health: fmt.Sprintf("127.0.0.1:%d", hp)})
 		g.health = append(g.health, fmt.Sprintf("127.0.0.1:%d", hp))
-		fmt.Fprintf(&eppEndpoints, "%%[1]s- endpoint:\n%%[1]s    address: {socket_address: {address: 127.0.0.1, port_value: %d}}\n%%[1]s    health_check_config: {port_value: %d}\n", gp, hp)
 	}
 	for _, r := range s.routers {
 		waitHTTP(t, "http://"+r.admin+"/readyz", 20*time.Second)
+	}
+	return g
+}
+
+// portOf is the port of a host:port address.
+func portOf(addr string) string { return addr[strings.LastIndexByte(addr, ':')+1:] }
+
+func startGateway(t testing.TB, o gatewayOptions) *gatewayStack {
+	t.Helper()
+	g := startPickers(t, o)
+	s := g.stack
+	var eppEndpoints strings.Builder
+	for _, r := range s.routers {
+		fmt.Fprintf(&eppEndpoints, "%%[1]s- endpoint:\n%%[1]s    address: {socket_address: {address: 127.0.0.1, port_value: %s}}\n%%[1]s    health_check_config: {port_value: %s}\n",
+			portOf(r.grpc), portOf(r.health))
 	}
 	src, err := os.ReadFile(filepath.Join(repoRoot, "envoy", "gateway-epp.yaml"))
 	if err != nil {
@@ -133,6 +154,41 @@ func startGateway(t testing.TB, o gatewayOptions) *gatewayStack {
 	return g
 }
 
+// startEngines starts four simulated engines on free ports of the hosts
+// given (default 127.0.0.1), named by their address, and waits for them.
+func startEngines(t testing.TB, s *stack, hosts []string) {
+	t.Helper()
+	for i := 0; i < 4; i++ {
+		host := "127.0.0.1"
+		if i < len(hosts) {
+			host = hosts[i]
+		}
+		addr := fmt.Sprintf("%s:%d", host, freePort(t))
+		p := startProc(t, s.dir, fmt.Sprintf("engine-%d", i), dualmapBin, "engine", "--listen", addr,
+			"--time-scale", "50", "--name", addr, "--block-size", "16")
+		s.engines = append(s.engines, &engineProc{proc: p, addr: addr})
+	}
+	for _, e := range s.engines {
+		waitHTTP(t, "http://"+e.addr+"/health", 20*time.Second)
+	}
+}
+
+// routerArgs is the command line of a router on the configuration file
+// given.
+func routerArgs(path string) []string {
+	return []string{dualmapBin, "serve", "--config", path, "--shutdown-grace", "2s"}
+}
+
+// restartRouter starts router i again on its configuration file (after a
+// kill), with the same ports, and waits until it is ready.
+func (s *stack) restartRouter(t testing.TB, i int, n int) {
+	t.Helper()
+	path := filepath.Join(s.dir, fmt.Sprintf("router-%d.yaml", i))
+	r := s.routers[i]
+	r.proc = startProc(t, s.dir, fmt.Sprintf("router-%d-restart-%d", i, n), routerArgs(path)...)
+	waitHTTP(t, "http://"+r.admin+"/readyz", faultWait)
+}
+
 // envoyGet returns the body of an Envoy admin page.
 func (s *stack) envoyGet(t testing.TB, path string) string {
 	t.Helper()
@@ -162,10 +218,12 @@ func (s *stack) envoyStat(t testing.TB, name string) int {
 // (no health flag but "healthy" on its /clusters line).
 func (g *gatewayStack) eppHealthy(t testing.TB, i int) bool {
 	t.Helper()
-	key := "endpointpicker::" + g.routers[i].grpc + "::health_flags::"
+	// The picker's cluster: endpointpicker, or another whose name starts
+	// so (a second pool's picker).
+	key := "::" + g.routers[i].grpc + "::health_flags::"
 	for _, line := range strings.Split(g.envoyGet(t, "/clusters"), "\n") {
-		if strings.HasPrefix(line, key) {
-			return strings.TrimPrefix(line, key) == "healthy"
+		if c, flags, ok := strings.Cut(line, key); ok && strings.HasPrefix(c, "endpointpicker") {
+			return flags == "healthy"
 		}
 	}
 	return false

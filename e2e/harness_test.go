@@ -182,6 +182,7 @@ type engineProc struct {
 type routerProc struct {
 	*proc
 	grpc, admin string
+	health      string // the gRPC health address, when it has one of its own
 }
 
 type stackOptions struct {

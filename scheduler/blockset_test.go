@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+
+	"github.com/dualmap/dualmap/internal/hashing"
 )
 
 // blockSet agrees with a map under random puts and removes, the special
@@ -84,4 +86,41 @@ func TestBlockSetConcurrentReaders(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// Churn with a bounded number of keys keeps the table bounded: removed
+// slots are reclaimed by the rebuilds, and a rebuild sizes the table for
+// the keys present (half load), so 100 keys never take more than 4 x 128
+// slots however many were added and removed. Pins the live-key count
+// (remove's live--: counted up, each rebuild doubles the table), the
+// rebuild's size (2 x (live+1) rounded up to a power of two) and the
+// table size's rounding in newSetTable.
+func TestBlockSetChurnStaysBounded(t *testing.T) {
+	var s blockSet
+	const keep = 100
+	maxSlots := 0
+	for i := uint64(2); i < 100_000; i++ {
+		s.put(i*hashing.Golden, int32(i))
+		if i >= keep+2 {
+			s.remove((i - keep) * hashing.Golden)
+		}
+		maxSlots = max(maxSlots, len(s.tab.Load().slots))
+	}
+	if s.len() != keep {
+		t.Fatalf("len() = %d after the churn, want %d", s.len(), keep)
+	}
+	if maxSlots > 4*128 {
+		t.Errorf("the table reached %d slots holding at most %d keys, want <= %d", maxSlots, keep, 4*128)
+	}
+	if n := len(newSetTable(100).slots); n != 128 {
+		t.Errorf("newSetTable(100) has %d slots, want 128 (100 rounded up to a power of two)", n)
+	}
+	if n := len(newSetTable(128).slots); n != 128 {
+		t.Errorf("newSetTable(128) has %d slots, want 128", n)
+	}
+	for i := uint64(100_000 - keep); i < 100_000; i++ {
+		if !s.contains(i * hashing.Golden) {
+			t.Fatalf("key %d missing after the churn", i)
+		}
+	}
 }

@@ -207,3 +207,65 @@ func TestSlotWaitThroughScheduler(t *testing.T) {
 		}
 	}
 }
+
+// What the other estimator tests leave open (each found by a mutant that
+// lived): the per-request cost counts every request ahead (P x (N+1), not
+// P / (N+1)); the q term is in terms() as in ttft(); the service time
+// moves by 2% of each observation's difference and ignores a zero one; an
+// observation with no prefill work teaches neither coefficient.
+func TestEstimatorRequestsAheadQuadraticAndService(t *testing.T) {
+	cfg := bare(CostConfig{PerToken: 0.0001, Quadratic: 1e-6, ServiceTime: 10})
+	cfg.RequestTokens = 100 // bare turns it off
+	e := newEstimator(&cfg, cfg.PerToken, 1)
+	// W = 500 + 100 x (3+1) = 900; prefill 0.0001 x 900 + 1e-6 x 500^2.
+	got := e.terms(load{requests: 3}, 500)
+	if want := 0.09 + 0.25; math.Abs(got.Prefill-want) > 1e-12 || math.Abs(got.Total-want) > 1e-12 {
+		t.Errorf("terms() with 3 requests ahead = %+v, want prefill and total %v (W = 500 + 100 x 4)", got, want)
+	}
+	if tt := e.ttft(load{requests: 3}, 500); math.Abs(tt-got.Total) > 1e-12 {
+		t.Errorf("ttft() = %v, want terms().Total %v", tt, got.Total)
+	}
+	e.observeService(0)
+	e.observeService(-1)
+	if s := e.serviceTime(); s != 10 {
+		t.Errorf("serviceTime() after observations of 0 and -1 s = %v, want the prior 10", s)
+	}
+	e.observeService(20)
+	if s, want := e.serviceTime(), 10+0.02*(20-10); math.Abs(s-want) > 1e-12 {
+		t.Errorf("serviceTime() after one 20 s observation = %v, want %v", s, want)
+	}
+	// RequestTokens negative: a fully cached request on an idle instance
+	// has W = 0; its TTFT is all step overhead, yet it is not learnt from.
+	c2 := CostConfig{PerToken: 0.0001, RequestTokens: -1, StepBase: 0.02}.withDefaults()
+	e2 := newEstimator(&c2, c2.PerToken, 1)
+	s := e2.sampleOf(load{}, 0)
+	if s.work != 0 {
+		t.Fatalf("sample work = %v, want 0", s.work)
+	}
+	e2.observe(s, 1)
+	if e2.cost() != c2.PerToken || e2.stepScale() != 1 {
+		t.Errorf("after an observation with no prefill work: cost %v, step scale %v; want unchanged %v, 1", e2.cost(), e2.stepScale(), c2.PerToken)
+	}
+}
+
+// Learning takes the q term and the memory factor out of an observed TTFT
+// before comparing it with the linear estimate: observations made of a
+// known cost plus a q term, under memory pressure, teach exactly that
+// cost. Pins observe's t = ttft/(1+mem) - q x u^2 (each operator mutated,
+// the learned cost drifts from the truth).
+func TestEstimatorLearnsWithoutTheQuadraticTerm(t *testing.T) {
+	cfg := bare(CostConfig{PerToken: 0.0001, Quadratic: 1e-8, LearnRate: 0.2})
+	cfg.MemoryWeight, cfg.MemoryKnee = 2, 0.5
+	e := newEstimator(&cfg, cfg.PerToken, 1)
+	const truth = 0.0002
+	for i := range 400 {
+		u := 1000 + 37*(i%50)
+		l := load{memory: 0.75} // factor 1 + 2 x 0.5 = 2
+		s := e.sampleOf(l, u)
+		ttft := (truth*s.work + cfg.Quadratic*float64(u*u)) * 2
+		e.observe(s, ttft)
+	}
+	if rel := math.Abs(e.cost()-truth) / truth; rel > 0.01 {
+		t.Errorf("learned cost = %g, want %g within 1%% (q term and memory factor taken out)", e.cost(), truth)
+	}
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # mutate.sh runs mutation testing (gremlins, installed by scripts/gremlins.sh)
-# over MUTATE_PKGS (default: scheduler internal/extproc internal/state), one package at a
+# over MUTATE_PKGS (default: scheduler internal/extproc internal/state
+# internal/coord, every file of each), one package at a
 # time with MUTATE_WORKERS workers (default 1: the machines have 2 cores and
 # are shared). Each mutant is one small change to the package's code
 # (a < made <=, a + made -, a condition negated...); the package's tests
@@ -9,7 +10,8 @@
 # docs/testing.md, which lists the known ones).
 #
 # Knobs (environment):
-#   MUTATE_PKGS      packages, as directories (default "scheduler internal/extproc internal/state")
+#   MUTATE_PKGS      packages, as directories (default "scheduler internal/extproc
+#                    internal/state internal/coord")
 #   MUTATE_EXCLUDE   regexp of files to leave alone, relative to the package
 #                    directory, e.g. '^(ring|flow)\.go$'
 #   MUTATE_DIFF      only mutate lines changed since this git ref (e.g. main):
@@ -23,7 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 G=$(bash scripts/gremlins.sh | tail -n 1)
-PKGS=${MUTATE_PKGS:-scheduler internal/extproc internal/state}
+PKGS=${MUTATE_PKGS:-scheduler internal/extproc internal/state internal/coord}
 OUT=${MUTATE_OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
 args=(--workers "${MUTATE_WORKERS:-1}" --timeout-coefficient "${MUTATE_TIMEOUT_COEFFICIENT:-10}")
@@ -33,5 +35,12 @@ for p in $PKGS; do
 	echo "mutate.sh: $p (${args[*]})" >&2
 	start=$(date +%s)
 	GOFLAGS="${GOFLAGS:+$GOFLAGS }-count=1" "$G" unleash "${args[@]}" -o "$OUT/$(basename $p).json" "./$p" | tee "$OUT/$(basename $p).log"
-	echo "mutate.sh: $p took $(( $(date +%s) - start ))s; report $OUT/$(basename $p).json, log $OUT/$(basename $p).log" >&2
+	log="$OUT/$(basename $p).log"
+	k=$(grep -c '^ *KILLED' "$log" || true)
+	l=$(grep -c '^ *LIVED' "$log" || true)
+	to=$(grep -c '^ *TIMED OUT' "$log" || true)
+	nc=$(grep -c '^ *NOT COVERED' "$log" || true)
+	eff=n/a
+	[ $((k + l)) -gt 0 ] && eff=$(awk -v k="$k" -v l="$l" 'BEGIN { printf "%.1f%%", 100 * k / (k + l) }')
+	echo "mutate.sh: $p took $(( $(date +%s) - start ))s: killed $k, lived $l, timed out $to, not covered $nc; efficacy (killed / (killed + lived)) $eff; report $OUT/$(basename $p).json, log $log" >&2
 done

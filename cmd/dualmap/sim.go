@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dualmap/dualmap/cmd/dualmap/internal/cli"
+	"github.com/dualmap/dualmap/internal/config"
 	"github.com/dualmap/dualmap/internal/sim"
 	"github.com/dualmap/dualmap/internal/sim/engine"
 	"github.com/dualmap/dualmap/internal/sim/plots"
@@ -43,7 +44,6 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		generate   = fs.String("generate", "", "generate a workload instead: key=value,... (shape=agent|fixed|hot-prefix|chat, arrival=poisson|bursty|onoff, slo_mix=2s:0.5/30s:0.5, ...: docs/simulator.md); \"default\" for the tool&agent-like defaults")
 		writeTrace = fs.String("write-trace", "", "also write the (generated or read) trace to this file in Mooncake format")
 		requests   = fs.Int("requests", 0, "use only the first N requests (0: all)")
-		maxRunning = fs.Int("max-running", 0, "router queues send an instance no more than this many requests in flight, as limits.max_running (0: no limit, the router's default)")
 		spread     = fs.Bool("spread-ties", false, "spread requests that share a timestamp at random over the interval to the next timestamp (coarse timestamps otherwise make bursts)")
 		copies     = fs.Int("trace-copies", 1, "merge this many disjoint copies of the trace (scales load and prefix diversity for large pools)")
 		qpsFlag    = fs.String("qps", "", "request rates to sweep, e.g. 1,2,3 (empty: auto-range from light load until every policy's attainment < 50%)")
@@ -72,7 +72,21 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		idxDrop    = fs.Float64("index-drop", 0, "imperfect information: a router's cache-index record is lost with this probability")
 		metricPoll = fs.Duration("metrics-poll", 0, "imperfect information: routers read the engines' own load every this long (0: at every change; negative: never)")
 	)
+	// The scheduler settings: one flag per simulator key of the table the
+	// router's file and the policy specs use (--max-running, --candidates...).
+	var sched scheduler.Config
+	settingFlags := map[string]bool{}
+	for _, st := range config.SchedulerSettings() {
+		if st.Key == "" {
+			continue
+		}
+		settingFlags[st.Flag()] = true
+		fs.Func(st.Flag(), "scheduler setting "+st.Key+": "+st.Help, func(v string) error { return st.Set(&sched, v) })
+	}
 	if help, err := cli.ParseFlags(fs, args); help || err != nil {
+		return err
+	}
+	if err := validSchedulerFlags(fs, sched, settingFlags); err != nil {
 		return err
 	}
 	tr, err := loadTrace(*tracePath, *generate, trace.Options{
@@ -136,10 +150,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	if *warmup == 0 {
 		sw.Base.Warmup = -1
 	}
-	if *maxRunning < 0 {
-		return fmt.Errorf("%w: --max-running must be >= 0, got %d", cli.ErrUsage, *maxRunning)
-	}
-	sw.Base.Scheduler.Queue.MaxRunning = *maxRunning
+	sw.Base.Scheduler = sched
 	for i := 1; i <= *seeds; i++ {
 		sw.Seeds = append(sw.Seeds, uint64(i))
 	}
@@ -169,6 +180,21 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stdout, "\ncharts written to %s\n", *plotsDir)
+	}
+	return nil
+}
+
+// validSchedulerFlags checks the scheduler settings given as flags with
+// the scheduler's own validation, naming the flags.
+func validSchedulerFlags(fs *flag.FlagSet, sched scheduler.Config, settingFlags map[string]bool) error {
+	if err := sched.Validate(); err != nil {
+		var given []string
+		fs.Visit(func(f *flag.Flag) {
+			if settingFlags[f.Name] {
+				given = append(given, "--"+f.Name)
+			}
+		})
+		return fmt.Errorf("%w: %s: %v", cli.ErrUsage, strings.Join(given, ", "), err)
 	}
 	return nil
 }

@@ -99,7 +99,9 @@ type TLS struct {
 // GRPCHealth is the gRPC health port. Its services: "liveness" (SERVING
 // while the process runs), "readiness", "" and
 // "envoy.service.ext_proc.v3.ExternalProcessor" (SERVING when every pool
-// has a ready instance and, with Redis state, the state is synced).
+// has a ready instance; Redis is no part of it: a replica routes on its
+// own view during an outage), and "dualmap.state" (SERVING while every
+// pool's shared state is synced: Redis answers).
 type GRPCHealth struct {
 	Enabled bool `yaml:"enabled"` // default off
 	// Listen defaults to the host of listen.grpc with port 9003.
@@ -245,6 +247,18 @@ type Limits struct {
 	// giving back what it held (default 30s; negative: no bound). Keep
 	// Envoy's request_timeout above it plus max_queue_wait.
 	BodyTimeout time.Duration `yaml:"body_timeout"`
+	// FirstMessageTimeout bounds how long an admitted stream may take to
+	// send its first message (Envoy sends the request headers as it opens
+	// the stream); past it the stream ends with DEADLINE_EXCEEDED and its
+	// slot of max_streams is free again (default 10s; negative: no bound).
+	FirstMessageTimeout time.Duration `yaml:"first_message_timeout"`
+	// IdleTimeout bounds the wait for a stream's next message once its
+	// request has gone upstream (the response headers, each response
+	// chunk): past it the stream ends with DEADLINE_EXCEEDED, releasing
+	// its slot and load (default 5m30s, above the stream_idle_timeout of
+	// 300s in the shipped Envoy configs, which ends an idle request first;
+	// negative: no bound).
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
 }
 
 // Routing says how decisions reach Envoy.

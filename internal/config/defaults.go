@@ -47,6 +47,13 @@ const (
 	// DefaultBodyTimeout bounds the arrival of a request body once its
 	// headers have come (limits.body_timeout).
 	DefaultBodyTimeout = 30 * time.Second
+	// DefaultFirstMessageTimeout bounds the wait for a stream's first
+	// message (limits.first_message_timeout).
+	DefaultFirstMessageTimeout = 10 * time.Second
+	// DefaultIdleTimeout bounds the wait for a routed stream's next
+	// message (limits.idle_timeout): above the stream_idle_timeout (300s)
+	// of the shipped Envoy configs.
+	DefaultIdleTimeout = 330 * time.Second
 )
 
 // WithDefaults returns c with every zero field set to its default.
@@ -165,6 +172,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Limits.BodyTimeout == 0 {
 		c.Limits.BodyTimeout = DefaultBodyTimeout
+	}
+	if c.Limits.FirstMessageTimeout == 0 {
+		c.Limits.FirstMessageTimeout = DefaultFirstMessageTimeout
+	}
+	if c.Limits.IdleTimeout == 0 {
+		c.Limits.IdleTimeout = DefaultIdleTimeout
 	}
 	if c.Routing.Header == "" {
 		c.Routing.Header = DefaultHeader

@@ -243,45 +243,16 @@ func (c Config) validGRPC() error {
 	return c.validTLS()
 }
 
-// schedulerSetting is one key of the file that reaches a pool's
-// scheduler.Config, and the field it sets there.
-type schedulerSetting struct {
-	key string // the YAML path
-	set func(*scheduler.Config)
-}
-
-// schedulerSettings lists the keys that pool p, at YAML path at, hands to
-// its scheduler, each with the field it sets: the one place where keys and
-// fields are matched. SchedulerConfig builds the configuration from it and
-// Validate names the key of a value the scheduler rejects. The policy's
-// parameters (policy.params.*) come with the policy's name, apart.
-func (c Config) schedulerSettings(at string, p Pool) []schedulerSetting {
-	return []schedulerSetting{
-		{"slo.default", func(s *scheduler.Config) { s.SLO = c.SLO.Default }},
-		// 0: the adaptive rule; negative: no router queue, the scheduler's 0.
-		{"limits.queue_budget_tokens", func(s *scheduler.Config) {
-			s.Queue.Budget, s.Queue.Adaptive = max(c.Limits.QueueBudgetTokens, 0), c.Limits.QueueBudgetTokens == 0
-		}},
-		{"limits.queue_slo_share", func(s *scheduler.Config) { s.Queue.SLOShare = c.Limits.QueueSLOShare }},
-		{"limits.max_queue_wait", func(s *scheduler.Config) { s.Queue.MaxWait = c.Limits.MaxQueueWait }},
-		{"limits.queue_order", func(s *scheduler.Config) { s.Queue.Order = c.Limits.QueueOrder }},
-		{"limits.late_requests", func(s *scheduler.Config) { s.Queue.Late = c.Limits.LateRequests }},
-		{"limits.late_idle_running", func(s *scheduler.Config) { s.Queue.IdleRunning = c.Limits.LateIdleRunning }},
-		{"limits.max_running", func(s *scheduler.Config) { s.Queue.MaxRunning = c.Limits.MaxRunning }},
-		{at + ".block_size", func(s *scheduler.Config) { s.BlockSize = p.BlockSize }},
-		{at + ".candidates", func(s *scheduler.Config) { s.Candidates = p.Candidates }},
-		{at + ".cache_tokens", func(s *scheduler.Config) { s.CacheTokens = p.CacheTokens }},
-		{at + ".per_token_seconds", func(s *scheduler.Config) { s.Cost.PerToken = p.PerTokenSeconds }},
-		{at + ".policy.name", func(s *scheduler.Config) { s.Policy = p.Policy.Name }},
-	}
-}
-
-// SchedulerConfig is the scheduler configuration of pool p.
+// SchedulerConfig is the scheduler configuration of pool p: every key of
+// SchedulerSettings the file has, and the policy's parameters.
 func (c Config) SchedulerConfig(p Pool) scheduler.Config {
 	var s scheduler.Config
-	for _, k := range c.schedulerSettings("", p) {
-		k.set(&s)
+	for _, st := range schedulerSettings {
+		if st.YAML != "" {
+			st.setFromYAML(&s, c, p)
+		}
 	}
+	s.Queue.Adaptive = c.Limits.QueueBudgetTokens == 0 // the file's default: the adaptive rule
 	s.Params = p.Policy.Params
 	return s
 }
@@ -292,11 +263,14 @@ func (c Config) SchedulerConfig(p Pool) scheduler.Config {
 // alone with the policy's name, so that an error names the key the user
 // wrote; then the whole, for what only a combination can get wrong.
 func (c Config) validScheduler(at string, p Pool) error {
-	for _, k := range c.schedulerSettings(at, p) {
+	for _, st := range schedulerSettings {
+		if st.YAML == "" {
+			continue
+		}
 		var s scheduler.Config
-		k.set(&s)
+		st.setFromYAML(&s, c, p)
 		if err := s.Validate(); err != nil {
-			return invalid(k.key, "%v", err)
+			return invalid(strings.Replace(st.YAML, "pools[]", at, 1), "%v", err)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(p.Policy.Params)) {

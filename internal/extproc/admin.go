@@ -10,7 +10,8 @@ import (
 
 // AdminHandler serves /healthz (the process is up), /readyz (every pool has
 // a ready instance, and every pool from xDS has reached its management
-// server within pools[].xds.grace), /metrics (Prometheus, from g) and /debug/instances
+// server within pools[].xds.grace; 200 with a "degraded:" line while
+// shared state is not synced, which delays agreement, not requests), /metrics (Prometheus, from g) and /debug/instances
 // (each pool's instances as the scheduler sees them, JSON).
 func (s *Server) AdminHandler(g prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
@@ -23,6 +24,9 @@ func (s *Server) AdminHandler(g prometheus.Gatherer) http.Handler {
 			return
 		}
 		w.Write([]byte("ok\n"))
+		if err := s.StateSynced(); err != nil {
+			w.Write([]byte("degraded: " + err.Error() + "\n")) // ready all the same
+		}
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /debug/instances", func(w http.ResponseWriter, r *http.Request) {

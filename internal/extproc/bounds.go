@@ -98,8 +98,10 @@ const (
 	limitBuffered = "max_buffered_bytes"
 	limitBody     = "max_body_bytes"
 
-	limitPerClient   = "max_buffered_bytes_per_client"
-	limitBodyTimeout = "body_timeout"
+	limitPerClient    = "max_buffered_bytes_per_client"
+	limitBodyTimeout  = "body_timeout"
+	limitFirstMessage = "first_message_timeout"
+	limitIdle         = "idle_timeout"
 )
 
 // registerBounds exports b's load as gauges read at scrape time.

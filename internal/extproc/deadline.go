@@ -7,6 +7,8 @@ import (
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -98,21 +100,53 @@ func (r *receiver) recv(deadline time.Time) (*extprocv3.ProcessingRequest, error
 func (r *receiver) stop() { close(r.done) }
 
 // deadline is when the stream stops waiting for its next message; zero:
-// it waits as long as the stream lasts.
-func (st *stream) deadline() time.Time {
-	if st.phase == phaseRequestBody {
-		if d := st.s.cfg.Limits.BodyTimeout; d > 0 {
-			return st.bodyStart.Add(d)
+// it waits as long as the stream lasts. Each phase has its bound:
+// the first message within limits.first_message_timeout of the stream's
+// start (Envoy sends the request headers at once), the body within
+// limits.body_timeout of the headers, and once the request went upstream
+// each next message (response headers, chunks) within limits.idle_timeout
+// of the last. Envoy's own timeouts end a request before these do in the
+// shipped configs (request_timeout 60s, stream_idle_timeout 300s): they
+// bound what reaches the router without Envoy, or past a misconfigured
+// one.
+func (st *stream) deadline(now time.Time) time.Time {
+	lim := &st.s.cfg.Limits
+	switch st.phase {
+	case phaseRequestHeaders:
+		if lim.FirstMessageTimeout > 0 {
+			return st.opened.Add(lim.FirstMessageTimeout)
+		}
+	case phaseRequestBody:
+		if lim.BodyTimeout > 0 {
+			return st.bodyStart.Add(lim.BodyTimeout)
+		}
+	default:
+		if lim.IdleTimeout > 0 {
+			return now.Add(lim.IdleTimeout)
 		}
 	}
 	return time.Time{}
 }
 
-// expired answers a stream whose deadline passed: 408 to a request whose
-// body did not end in time. Process then ends the stream.
+// errStreamIdle ends a stream whose first or next message did not
+// come in time.
+var errStreamIdle = status.Error(codes.DeadlineExceeded, "extproc: no message within the stream's deadline (limits.first_message_timeout, limits.idle_timeout)")
+
+// expired handles a stream whose deadline passed: 408 to a request whose
+// body did not end in time (Process sends it, then ends the stream), or
+// else the stream ends with DEADLINE_EXCEEDED (nil answer).
 func (st *stream) expired() *extprocv3.ProcessingResponse {
-	st.s.m.rejections.WithLabelValues(limitBodyTimeout).Inc()
-	return st.fail(errBodyTimeout)
+	switch st.phase {
+	case phaseRequestBody:
+		st.s.m.rejections.WithLabelValues(limitBodyTimeout).Inc()
+		return st.fail(errBodyTimeout)
+	case phaseRequestHeaders:
+		st.s.m.rejections.WithLabelValues(limitFirstMessage).Inc()
+	default:
+		st.s.m.rejections.WithLabelValues(limitIdle).Inc()
+	}
+	st.phase = phaseFailed
+	return nil
 }
 
 // sourceAttribute is the request attribute that names the downstream

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -178,4 +180,65 @@ func TestClientAddress(t *testing.T) {
 	if got := clientAddress(nil); got != "" {
 		t.Errorf("clientAddress(nil) = %q, want empty", got)
 	}
+}
+
+// Admitted streams that send nothing hold their slot of max_streams for
+// limits.first_message_timeout, not for good: they end with
+// DEADLINE_EXCEEDED, are counted, and the slots serve requests again. A
+// routed stream whose response does not come within limits.idle_timeout
+// ends likewise, and its load is released.
+func TestSilentStreamsEnd(t *testing.T) {
+	const maxStreams = 4
+	ts := boundsConfig(t, "max_streams: 4, first_message_timeout: 300ms, idle_timeout: 400ms")
+	var silent []*call
+	start := time.Now()
+	for i := 0; i < maxStreams; i++ {
+		silent = append(silent, ts.open(t))
+	}
+	waitFor(t, "the silent streams admitted", func() bool { return metricValues(t, ts)[streamsSeries] == maxStreams })
+	for i, c := range silent {
+		_, err := c.stream.Recv()
+		if status.Code(err) != codes.DeadlineExceeded {
+			t.Errorf("silent stream %d: Recv() = %v, want DEADLINE_EXCEEDED", i, err)
+		}
+		c.cancel()
+	}
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Errorf("silent streams ended after %v, before limits.first_message_timeout (300ms)", took)
+	}
+	if got := metricValues(t, ts)[rejectedSeries(limitFirstMessage)]; got != maxStreams {
+		t.Errorf("%s = %g, want %d", rejectedSeries(limitFirstMessage), got, maxStreams)
+	}
+	assertReleased(t, ts)
+
+	// A routed request whose response never starts.
+	c := ts.open(t)
+	defer c.cancel()
+	if r := ts.post(t, c, "/v1/chat/completions", chat("m", "no answer comes", false)); r.GetRequestBody() == nil {
+		t.Fatalf("not routed: %v", r)
+	}
+	routed := time.Now()
+	if _, err := c.stream.Recv(); status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("routed stream with no response: Recv() = %v, want DEADLINE_EXCEEDED", err)
+	}
+	if took := time.Since(routed); took < 400*time.Millisecond {
+		t.Errorf("routed stream ended after %v, before limits.idle_timeout (400ms)", took)
+	}
+	if got := metricValues(t, ts)[rejectedSeries(limitIdle)]; got != 1 {
+		t.Errorf("%s = %g, want 1", rejectedSeries(limitIdle), got)
+	}
+	assertReleased(t, ts)
+
+	// Messages within the bounds keep a stream alive past them: a
+	// streaming response whose chunks come every 200ms for a second.
+	c = ts.open(t)
+	defer c.close()
+	ts.post(t, c, "/v1/chat/completions", chat("m", "a slow stream", true))
+	time.Sleep(200 * time.Millisecond)
+	c.send(t, respHeadersMsg(false, ":status", "200"))
+	for i := 0; i < 5; i++ {
+		time.Sleep(200 * time.Millisecond)
+		c.send(t, respBodyMsg("data: {}\n\n", false))
+	}
+	c.send(t, respBodyMsg("data: [DONE]\n\n", true))
 }

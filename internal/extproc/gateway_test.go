@@ -11,9 +11,12 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/dualmap/dualmap/internal/config"
+	"github.com/dualmap/dualmap/internal/coord"
+	"github.com/dualmap/dualmap/internal/state"
 	"github.com/dualmap/dualmap/scheduler"
 )
 
@@ -170,12 +173,14 @@ func TestServedEndpointMetadata(t *testing.T) {
 		header     string // x-dualmap-upstream-host
 		wantKV     bool   // the other instance got the prompt's KV
 		wantPinned bool   // the pinned instance stays in service
+		wantSource string // dualmap_served_reports_total's source
 	}{
-		{"the pinned instance", "", "", false, true},
-		{"another member", "other", "", true, false},
-		{"another member, the header says the pinned one", "other", "pinned", true, false},
-		{"no metadata, the header says another member", "", "other", true, false},
-		{"a stranger", "6.6.6.6:80", "", false, true},
+		{"the pinned instance", "", "", false, true, servedFromNone},
+		{"the pinned instance, by metadata", "pinned", "", false, true, servedFromMetadata},
+		{"another member", "other", "", true, false, servedFromMetadata},
+		{"another member, the header says the pinned one", "other", "pinned", true, false, servedFromMetadata},
+		{"no metadata, the header says another member", "", "other", true, false, servedFromHeader},
+		{"a stranger", "6.6.6.6:80", "", false, true, servedFromMetadata},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ts := start(t, parseConfig(t, fourInstances), false)
@@ -212,6 +217,15 @@ func TestServedEndpointMetadata(t *testing.T) {
 			}
 			if got := instanceState(ts, pinned).Healthy; got != tt.wantPinned {
 				t.Errorf("pinned %s healthy = %v, want %v", pinned, got, tt.wantPinned)
+			}
+			for _, src := range []string{servedFromMetadata, servedFromHeader, servedFromNone} {
+				want := 0.0
+				if src == tt.wantSource {
+					want = 1
+				}
+				if got := testutil.ToFloat64(ts.srv.m.servedReports.WithLabelValues(ts.srv.pools[0].name, src)); got != want {
+					t.Errorf("dualmap_served_reports_total{source=%q} = %v, want %v", src, got, want)
+				}
 			}
 		})
 	}
@@ -373,4 +387,145 @@ func (c *captureFlow) last() scheduler.Request {
 // uniqueChat is a chat whose prompt shares no prefix with another's.
 func uniqueChat(s string) string {
 	return fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":%q}]}`, strings.Repeat(s+" ", 200))
+}
+
+// The subset hint's entry-count bound: 4,096 entries are read, 4,097 are
+// refused (503, the subset reason), as a list, as one comma-separated
+// string, and split across list entries; empty entries do not count. Pins
+// subsetHint's `len(out) == maxSubset` check (made `>`, or the bound one
+// higher, 4,097 entries pass; one lower, 4,096 are refused).
+func TestSubsetHintEntryLimit(t *testing.T) {
+	entries := func(n int) []string {
+		s := make([]string, n)
+		s[0] = "10.0.0.2:8000" // the one pool member: the rest are strangers
+		for i := 1; i < n; i++ {
+			s[i] = fmt.Sprintf("10.9.%d.%d:80", i/256, i%256)
+		}
+		return s
+	}
+	forms := []struct {
+		name string
+		val  func(s []string) *structpb.Value
+	}{
+		{"list", func(s []string) *structpb.Value { return listValue(s...) }},
+		{"comma string", func(s []string) *structpb.Value { return structpb.NewStringValue(strings.Join(s, ",") + ", ,") }},
+		{"list of comma strings", func(s []string) *structpb.Value {
+			h := len(s) / 2
+			return listValue(strings.Join(s[:h], ","), " ", strings.Join(s[h:], ","))
+		}},
+	}
+	for _, f := range forms {
+		for _, tt := range []struct {
+			n  int
+			ok bool
+		}{{maxSubset - 1, true}, {maxSubset, true}, {maxSubset + 1, false}} {
+			md := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
+				subsetNamespace: {Fields: map[string]*structpb.Value{subsetKey: f.val(entries(tt.n))}}}}
+			got, err := subsetHint(md)
+			if tt.ok && (err != nil || len(got) != tt.n) {
+				t.Errorf("%s of %d entries: subsetHint() = %d entries, %v; want all %d", f.name, tt.n, len(got), err, tt.n)
+			}
+			if !tt.ok && (err == nil || !strings.Contains(err.Error(), "more than 4096 entries")) {
+				t.Errorf("%s of %d entries: subsetHint() = %d entries, %v; want an error naming the 4096-entry bound", f.name, tt.n, len(got), err)
+			}
+		}
+	}
+	if maxSubset != 4096 {
+		t.Errorf("maxSubset = %d, want 4096 (the documented bound)", maxSubset)
+	}
+
+	// Through the stream: 4,096 entries route inside the hint, 4,097 get 503.
+	cfg := parseConfig(t, fourInstances)
+	cfg.Routing.Mode = config.ModeOriginalDst
+	ts := start(t, cfg, false)
+	for _, duplex := range []bool{false, true} {
+		c := ts.open(t)
+		if h, _ := pinAndMetadata(sendRequest(t, ts, c, duplex, listValue(entries(maxSubset)...), chat("m", "4096", false))); h != "10.0.0.2:8000" {
+			t.Errorf("duplex=%v: a hint of 4096 entries pinned %q, want its one member 10.0.0.2:8000", duplex, h)
+		}
+		c.close()
+		c = ts.open(t)
+		im := sendRequest(t, ts, c, duplex, listValue(entries(maxSubset+1)...), chat("m", "4097", false)).GetImmediateResponse()
+		if im == nil || im.GetStatus().GetCode() != 503 || setHeader(im.GetHeaders(), droppedHeader) != "subset" {
+			t.Errorf("duplex=%v: a hint of 4097 entries answered %v, want 503 with %s: subset", duplex, im, droppedHeader)
+		}
+		c.close()
+	}
+}
+
+// recordingStore is a pool's shared store that keeps the dispatch records
+// it is given, for the tests (the memory store drops them).
+type recordingStore struct {
+	state.Store
+	mu   sync.Mutex
+	recs []coord.Record
+}
+
+func (r *recordingStore) Dispatched(instance string, blocks []uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recs = append(r.recs, coord.Record{Instance: instance, Blocks: slices.Clone(blocks)})
+	r.Store.Dispatched(instance, blocks)
+}
+
+func (r *recordingStore) records() []coord.Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.recs)
+}
+
+// When another pool member served than the one pinned, the prompt's record
+// reaches the shared store for the other replicas, not only this router's
+// KV index; a stranger that served is recorded nowhere. Pins
+// servedElsewhere's p.store.Dispatched (left out, the other replicas never
+// learn that the member holds the prompt).
+func TestServedElsewhereReachesSharedStore(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		served string // "other": a pool member that is not the pinned one
+		want   bool
+	}{
+		{"another member", "other", true},
+		{"a stranger", "6.6.6.6:80", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ts := start(t, parseConfig(t, fourInstances), false)
+			rs := &recordingStore{Store: ts.srv.pools[0].store}
+			ts.srv.pools[0].store = rs
+			c := ts.open(t)
+			defer c.close()
+			pinned, _ := pinAndMetadata(ts.post(t, c, "/v1/chat/completions", chat("m", tt.name, false)))
+			pinned = strings.Split(pinned, ",")[0]
+			recs := rs.records()
+			if len(recs) != 1 || recs[0].Instance != pinned || len(recs[0].Blocks) == 0 {
+				t.Fatalf("store records after routing = %+v, want one for the pinned %s", recs, pinned)
+			}
+			served := tt.served
+			if served == "other" {
+				served = "10.0.0.1:8000"
+				if pinned == served {
+					served = "10.0.0.2:8000"
+				}
+			}
+			m := respHeadersMsg(false, ":status", "200")
+			withMetadata(m, servedNamespace, servedKey, structpb.NewStringValue(served))
+			c.send(t, m)
+			var got []coord.Record
+			for _, r := range rs.records()[1:] {
+				if r.Instance != served {
+					t.Errorf("store record for %s after %s served, want none but for %s", r.Instance, served, served)
+				}
+				got = append(got, r)
+			}
+			if !tt.want {
+				if len(got) != 0 {
+					t.Errorf("a stranger's serving reached the store: %+v", got)
+				}
+				return
+			}
+			if len(got) != 1 || !slices.Equal(got[0].Blocks, recs[0].Blocks) {
+				t.Errorf("store records for %s after it served = %+v, want one with the prompt's %d blocks", served, got, len(recs[0].Blocks))
+			}
+		})
+	}
 }

@@ -108,10 +108,10 @@ func (s *Server) checkAll(ctx context.Context, p *pool) {
 		case ok && h.down && !now.Before(h.downUntil):
 			h.down = false
 		}
-		changed := was != h.down
+		changed, healthy := was != h.down, !h.down
 		p.mu.Unlock()
 		if changed {
-			s.log.Info("instance health changed", "pool", p.name, "instance", id, "healthy", !was)
+			s.log.Info("instance health changed", "pool", p.name, "instance", id, "healthy", healthy)
 		}
 		// Applied on every probe, not only on a change: idempotent, and it
 		// repairs any disagreement with the scheduler.

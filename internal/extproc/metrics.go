@@ -41,6 +41,7 @@ type metrics struct {
 	stateLag      *prometheus.GaugeVec     // pool
 	streamErrors  *prometheus.CounterVec   // phase
 	sloMet        *prometheus.CounterVec   // pool, met
+	servedReports *prometheus.CounterVec   // pool, source
 	usage         *usageMetrics            // engine-reported prefix reuse (usage.go)
 }
 
@@ -97,9 +98,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "dualmap_state_propagation_p99_seconds", Help: "p99 delay between another replica's dispatch and its arrival here.",
 	}, []string{"pool"})
 	m.rejections = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "dualmap_limit_rejections_total", Help: "Requests refused by a bound on the router's memory, by the limits key: max_streams, max_buffered_bytes, max_buffered_bytes_per_client, max_body_bytes, body_timeout.",
+		Name: "dualmap_limit_rejections_total", Help: "Requests refused by a bound on the router's memory, by the limits key: max_streams, max_buffered_bytes, max_buffered_bytes_per_client, max_body_bytes, body_timeout, first_message_timeout, idle_timeout.",
 	}, []string{"limit"})
-	for _, l := range []string{limitStreams, limitBuffered, limitBody, limitPerClient, limitBodyTimeout} {
+	for _, l := range []string{limitStreams, limitBuffered, limitBody, limitPerClient, limitBodyTimeout, limitFirstMessage, limitIdle} {
 		m.rejections.WithLabelValues(l)
 	}
 	m.stateRejected = prometheus.NewGaugeVec(prometheus.GaugeOpts{

@@ -56,6 +56,9 @@ func (m *metrics) addMore(reg prometheus.Registerer) {
 	m.sloMet = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dualmap_slo_requests_total", Help: "Requests whose first token was seen, by whether the observed TTFT met the request's SLO (met=\"true\" or \"false\").",
 	}, []string{"pool", "met"})
+	m.servedReports = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dualmap_served_reports_total", Help: "Upstream responses to dispatched requests, by where the router learnt the endpoint that served: metadata (the proxy's envoy.lb x-gateway-destination-endpoint-served), header (the route's x-dualmap-upstream-host) or none (taken to be the endpoint picked).",
+	}, []string{"pool", "source"})
 	for _, p := range phaseNames {
 		m.streamErrors.WithLabelValues(p)
 	}
@@ -64,7 +67,7 @@ func (m *metrics) addMore(reg prometheus.Registerer) {
 	}
 	if reg != nil {
 		reg.MustRegister(m.ttftEstimated, m.ttftObserved, m.queued, m.queuedTok, m.running, m.aheadCost, m.engineFull, m.migrations,
-			m.shed, m.stateErrors, m.stateLag, m.streamErrors, m.sloMet)
+			m.shed, m.stateErrors, m.stateLag, m.streamErrors, m.sloMet, m.servedReports)
 	}
 }
 
@@ -72,6 +75,9 @@ func (m *metrics) addMore(reg prometheus.Registerer) {
 // the first event: dashboards and alerts see them on a fresh server.
 func (m *metrics) initPool(name string) {
 	m.migrations.WithLabelValues(name)
+	for _, src := range []string{servedFromMetadata, servedFromHeader, servedFromNone} {
+		m.servedReports.WithLabelValues(name, src)
+	}
 	m.stateErrors.WithLabelValues(name)
 	m.stateLag.WithLabelValues(name)
 	m.queueWait.WithLabelValues(name)

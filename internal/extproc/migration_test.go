@@ -73,7 +73,10 @@ func migrationRun(t *testing.T, reps []*testServer, perReplica int, leases bool)
 		return n
 	}
 	for round := 0; round < 6; round++ {
-		time.Sleep(150 * time.Millisecond) // loads exchanged, leases expired
+		// Every replica plans on the others' current load: what they
+		// queued, and what the previous round moved. Without it a replica
+		// would migrate on stale figures (more moves than one router).
+		loadsExchanged(t, reps, fmt.Sprintf("before round %d", round))
 		for _, rep := range reps {
 			p := rep.srv.pools[0]
 			if leases {
@@ -88,6 +91,64 @@ func migrationRun(t *testing.T, reps []*testServer, perReplica int, leases bool)
 		moved += rep.srv.pools[0].sched.(*scheduler.Scheduler).Stats().Migrations
 	}
 	return moved, load(id), id
+}
+
+// loadsExchanged waits until every replica holds the others' current load
+// of every instance: for each, its Remote figures (queued requests,
+// pending prefill, running) are the sum of the other replicas' own. The
+// loads do not change while it waits (no ticks run), so the condition is
+// reached once every replica heartbeated and read the others after the
+// last change.
+func loadsExchanged(t *testing.T, reps []*testServer, when string) {
+	t.Helper()
+	if len(reps) < 2 {
+		return
+	}
+	bounded(t, "the replicas' loads exchanged "+when, func() string {
+		own := make([]map[string]scheduler.InstanceState, len(reps))
+		for i, rep := range reps {
+			own[i] = map[string]scheduler.InstanceState{}
+			for _, st := range rep.srv.pools[0].sched.Instances() {
+				own[i][st.ID] = st
+			}
+		}
+		for i := range reps {
+			for id, st := range own[i] {
+				var want scheduler.Load
+				for j := range reps {
+					if j != i {
+						o := own[j][id]
+						want.Queued += o.Queued
+						want.PendingTokens += o.PendingTokens
+						want.Running += o.Running
+					}
+				}
+				if got := st.Remote; got.Queued != want.Queued || got.PendingTokens != want.PendingTokens || got.Running != want.Running {
+					return fmt.Sprintf("replica %d sees %s's remote load as %+v, want the others' queued %d, pending %d, running %d", i, id, got, want.Queued, want.PendingTokens, want.Running)
+				}
+			}
+		}
+		return ""
+	})
+}
+
+// bounded waits for cond to return "" (polling every 10 ms), failing the
+// test with what it waited for and cond's last message after 30 s: a
+// precondition reached in milliseconds on a quiet machine, with room for a
+// loaded one.
+func bounded(t *testing.T, what string, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		msg := cond()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within 30s: %s", what, msg)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Three replicas sharing Redis shed a hotspot with about the migrations one
@@ -124,7 +185,15 @@ func TestCoordinatedMigration(t *testing.T) {
 			go p.store.Run(ctx, p.coord) // load exchange without health checks (fake addresses)
 			reps = append(reps, rep)
 		}
-		time.Sleep(200 * time.Millisecond)
+		for _, rep := range reps { // each sees the two others
+			rep := rep
+			bounded(t, "the three replicas seeing each other", func() string {
+				if n := rep.srv.pools[0].coord.Stats().Replicas; n != 2 {
+					return fmt.Sprintf("a replica sees %d others, want 2", n)
+				}
+				return ""
+			})
+		}
 		return reps
 	}
 	moves, after, _ := migrationRun(t, replicas("leased"), 7, true)

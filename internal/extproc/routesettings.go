@@ -173,13 +173,17 @@ func boundKey(k string) string {
 }
 
 // parseSettings applies settings in order (a later key overrides an
-// earlier one). pools tells whether a pool name exists; slo resolves an SLO
-// class or duration. It returns the settings, the keys it does not know,
-// and the first value it cannot use.
+// earlier one, which is then not read at all: a bad gRPC metadata value
+// that the forwarded metadata overrides is no error). pools tells whether
+// a pool name exists; slo resolves an SLO class or duration. It returns the
+// settings, the keys it does not know, and the first value it cannot use.
 func parseSettings(in []setting, pools func(string) bool, slo func(string) (time.Duration, error)) (routeSettings, []setting, error) {
 	var rs routeSettings
 	var unknown []setting
-	for _, s := range in {
+	for i, s := range in {
+		if overridden(in[i+1:], s.key) {
+			continue
+		}
 		bad := func(format string, args ...any) error {
 			return fmt.Errorf("%w: %s %s = %q: %s", errRouteSetting, s.source, s.key, s.value, fmt.Sprintf(format, args...))
 		}
@@ -223,6 +227,16 @@ func parseSettings(in []setting, pools func(string) bool, slo func(string) (time
 		}
 	}
 	return rs, unknown, nil
+}
+
+// overridden reports whether a setting of later names key.
+func overridden(later []setting, key string) bool {
+	for _, s := range later {
+		if s.key == key {
+			return true
+		}
+	}
+	return false
 }
 
 // sloFor is the request's objective: the route's (or slo.default), and the

@@ -294,7 +294,7 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	rx := newReceiver(srv)
 	defer rx.stop()
 	for {
-		req, err := rx.recv(st.deadline())
+		req, err := rx.recv(st.deadline(time.Now()))
 		if errors.Is(err, errDeadline) {
 			return s.expired(srv, st)
 		}
@@ -322,7 +322,11 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 // expired ends a stream whose deadline passed (deadline.go).
 func (s *Server) expired(srv extprocv3.ExternalProcessor_ProcessServer, st *stream) error {
 	s.log.Debug("stream deadline passed", "phase", st.phase, "path", st.path)
-	if err := srv.Send(st.expired()); err != nil && status.Code(err) != codes.Canceled {
+	resp := st.expired()
+	if resp == nil {
+		return errStreamIdle
+	}
+	if err := srv.Send(resp); err != nil && status.Code(err) != codes.Canceled {
 		return err
 	}
 	return nil

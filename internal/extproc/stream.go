@@ -74,6 +74,7 @@ type stream struct {
 	size, held int
 	client     string    // the downstream's address (source.address), or ""
 	bodyStart  time.Time // when the request headers said a body follows
+	opened     time.Time // when the stream was admitted
 
 	declared int // the request's content-length, or -1
 
@@ -97,7 +98,7 @@ type stream struct {
 }
 
 func newStream(s *Server, ctx context.Context) *stream {
-	return &stream{s: s, ctx: ctx, declared: -1}
+	return &stream{s: s, ctx: ctx, declared: -1, opened: time.Now()}
 }
 
 // handle answers one message with exactly one response of the matching
@@ -456,6 +457,14 @@ func (st *stream) metadata(dec scheduler.Decision) *structpb.Struct {
 // the primary could not be reached.
 const upstreamHostHeader = "x-dualmap-upstream-host"
 
+// Where the endpoint that served a response was learnt (the source label
+// of dualmap_served_reports_total).
+const (
+	servedFromMetadata = "metadata"
+	servedFromHeader   = "header"
+	servedFromNone     = "none"
+)
+
 // onResponseHeaders sees the response start: the upstream's answer to a
 // dispatched request, or Envoy's own answer to one whose body it never
 // delivered (a local reply, e.g. 413 over its buffer limit), which is
@@ -472,19 +481,23 @@ func (st *stream) onResponseHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadat
 	if h.GetEndOfStream() {
 		st.phase = phaseDone
 	}
-	code, served := 0, ""
+	code, served, source := 0, "", servedFromNone
 	for _, kv := range h.GetHeaders().GetHeaders() {
 		switch kv.GetKey() {
 		case ":status":
 			code, _ = strconv.Atoi(headerValue(kv))
 		case upstreamHostHeader:
 			served = headerValue(kv)
+			if served != "" {
+				source = servedFromHeader
+			}
 		}
 	}
 	if v := servedMetadata(md); v != "" {
-		served = v // the proxy's own report; the route header is the fallback
+		served, source = v, servedFromMetadata // the proxy's own report; the route header is the fallback
 	}
 	if st.owes == owesResponse {
+		st.s.m.servedReports.WithLabelValues(st.pool.name, source).Inc()
 		st.responseStarted(code, served)
 	}
 	m := &extprocv3.HeaderMutation{RemoveHeaders: []string{upstreamHostHeader}}

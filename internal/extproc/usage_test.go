@@ -2,8 +2,10 @@ package extproc
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -208,4 +210,50 @@ func counterValue(c prometheus.Counter) float64 {
 		return -1
 	}
 	return m.GetCounter().GetValue()
+}
+
+// When the fallback served (Envoy retried there), the engine's report is
+// counted for the fallback with a prediction of 0 cached tokens (the
+// router predicted reuse on the primary, not there), so a fallback that
+// reports none is no predicted miss, and nothing is counted for the
+// primary. Pins usageEnded's `instance == st.dec.Instance` (dropped, the
+// primary's prediction is charged to the fallback and counted a miss).
+func TestEngineUsageWhenFallbackServed(t *testing.T) {
+	ts := start(t, parseConfig(t, fourInstances), false)
+	const prompt = "a prompt the primary caches"
+	// The first request puts the prompt in the primary's KV index.
+	c := ts.open(t)
+	ts.post(t, c, "/v1/chat/completions", chat("m", prompt, false))
+	c.responseHeaders(t, "200")
+	c.close()
+	// The second is predicted cached on the primary; Envoy says the
+	// fallback served it, and the fallback reports no cached tokens.
+	c = ts.open(t)
+	defer c.close()
+	r := ts.post(t, c, "/v1/chat/completions", chat("m", prompt, false))
+	parts := strings.Split(setHeader(r.GetRequestBody().GetResponse().GetHeaderMutation(), "x-gateway-destination-endpoint"), ",")
+	if len(parts) != 2 {
+		t.Fatalf("destination %v, want primary,fallback", parts)
+	}
+	primary, fallback := parts[0], parts[1]
+	rh := c.send(t, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
+		ResponseHeaders: &extprocv3.HttpHeaders{Headers: hdrs(":status", "200", upstreamHostHeader, fallback)}}})
+	hm := rh.GetResponseHeaders().GetResponse().GetHeaderMutation()
+	if p, err := strconv.Atoi(setHeader(hm, "x-dualmap-cached-tokens")); err != nil || p == 0 {
+		t.Fatalf("x-dualmap-cached-tokens = %q, want the primary's predicted reuse (> 0)", setHeader(hm, "x-dualmap-cached-tokens"))
+	}
+	c.responseBody(t, `{"usage":{"prompt_tokens_details":{"cached_tokens":0}}}`, true)
+	m := ts.srv.m.usage
+	waitFor(t, "the fallback's usage report", func() bool { return counterValue(m.reports.WithLabelValues("default", fallback)) == 1 })
+	if got := counterValue(m.predicted.WithLabelValues("default", fallback)); got != 0 {
+		t.Errorf("predicted cached tokens for the fallback %s = %v, want 0", fallback, got)
+	}
+	if got := counterValue(m.missed.WithLabelValues("default", fallback)); got != 0 {
+		t.Errorf("predicted misses for the fallback %s = %v, want 0 (nothing was predicted there)", fallback, got)
+	}
+	for _, c := range []*prometheus.CounterVec{m.reports, m.predicted, m.missed} {
+		if got := counterValue(c.WithLabelValues("default", primary)); got != 0 {
+			t.Errorf("a usage series of the primary %s = %v after the fallback served, want 0", primary, got)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -147,21 +148,26 @@ func TestOptionsValidate(t *testing.T) {
 }
 
 func TestParseSpec(t *testing.T) {
+	paper := scheduler.Params{"headroom": "0.5", "hopeless": "load", "tie": "0", "overflow": "none"}
+	paperSettings := []Setting{{"candidates", "2"}, {"split", "2"}, {"merge", "1"}, {"window", "200"}, {"learn", "-1"}}
 	tests := []struct {
 		in      string
 		want    Spec
 		wantErr bool
 	}{
 		{in: "dualmap", want: Spec{Label: "dualmap", Policy: "dualmap"}},
-		{in: "dualmap(choice=min-ttft,candidates=3)", want: Spec{Label: "dualmap(choice=min-ttft,candidates=3)", Policy: "dualmap", Params: scheduler.Params{"choice": "min-ttft"}, Candidates: 3}},
-		{in: "dualmap(key_depth=2,budget=4096)", want: Spec{Label: "dualmap(key_depth=2,budget=4096)", Policy: "dualmap", Params: scheduler.Params{}, KeyDepth: 2, Budget: 4096}},
-		{in: "dualmap-paper", want: Spec{Label: "dualmap-paper", Policy: "dualmap", Params: scheduler.Params{"headroom": "0.5", "hopeless": "load", "tie": "0", "overflow": "none"}, Candidates: 2, Budget: -1}},
-		{in: "dualmap-paper(rebalance=false)", want: Spec{Label: "dualmap-paper(rebalance=false)", Policy: "dualmap", Params: scheduler.Params{"headroom": "0.5", "hopeless": "load", "tie": "0", "overflow": "none", "rebalance": "false"}, Candidates: 2, Budget: -1}},
-		{in: "dualmap(learn=-1,oldest_wait=2)", want: Spec{Label: "dualmap(learn=-1,oldest_wait=2)", Policy: "dualmap", Params: scheduler.Params{}, Learn: -1, OldestWait: 2}},
+		{in: "dualmap(choice=min-ttft,candidates=3)", want: Spec{Label: "dualmap(choice=min-ttft,candidates=3)", Policy: "dualmap", Params: scheduler.Params{"choice": "min-ttft"}, Settings: []Setting{{"candidates", "3"}}}},
+		{in: "dualmap(key_depth=2,budget=4096)", want: Spec{Label: "dualmap(key_depth=2,budget=4096)", Policy: "dualmap", Params: scheduler.Params{}, Settings: []Setting{{"key_depth", "2"}}, Budget: 4096}},
+		{in: "dualmap-paper", want: Spec{Label: "dualmap-paper", Policy: "dualmap", Params: paper, Settings: paperSettings, Budget: -1, RebalanceSLO: 0.5, PrefillLoad: true, NoReplicas: true}},
+		{in: "dualmap-paper(rebalance=false)", want: Spec{Label: "dualmap-paper(rebalance=false)", Policy: "dualmap", Params: scheduler.Params{"headroom": "0.5", "hopeless": "load", "tie": "0", "overflow": "none", "rebalance": "false"}, Settings: paperSettings, Budget: -1, RebalanceSLO: 0.5, PrefillLoad: true, NoReplicas: true}},
+		{in: "dualmap(learn=-1,oldest_wait=2)", want: Spec{Label: "dualmap(learn=-1,oldest_wait=2)", Policy: "dualmap", Params: scheduler.Params{}, Settings: []Setting{{"learn", "-1"}, {"oldest_wait", "2"}}}},
 		{in: "dualmap(learn=fast)", wantErr: true},
-		{in: "preble(max_running=-1)", want: Spec{Label: "preble(max_running=-1)", Policy: "preble", Params: scheduler.Params{}, MaxRunning: -1}},
+		{in: "preble(max_running=-1)", want: Spec{Label: "preble(max_running=-1)", Policy: "preble", Params: scheduler.Params{}, Settings: []Setting{{"max_running", "-1"}}}},
+		{in: "dualmap(split=2,merge=0.5,window=500,order=cache,late=serve)", want: Spec{Label: "dualmap(split=2,merge=0.5,window=500,order=cache,late=serve)", Policy: "dualmap", Params: scheduler.Params{},
+			Settings: []Setting{{"split", "2"}, {"merge", "0.5"}, {"window", "500"}, {"order", "cache"}, {"late", "serve"}}}},
 		{in: "dualmap(choice)", wantErr: true},
 		{in: "dualmap(candidates=x)", wantErr: true},
+		{in: "dualmap(oldest_wait=soon)", wantErr: true},
 		{in: "(a=b)", wantErr: true},
 		{in: "dualmap(a=b", wantErr: true},
 	}
@@ -174,9 +180,45 @@ func TestParseSpec(t *testing.T) {
 			if err != nil {
 				return
 			}
-			if got.Label != tt.want.Label || got.Policy != tt.want.Policy || got.Candidates != tt.want.Candidates ||
-				got.KeyDepth != tt.want.KeyDepth || got.Budget != tt.want.Budget || len(got.Params) != len(tt.want.Params) {
+			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("ParseSpec(%q) = %+v, want %+v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestSpecSettings: every spelling a spec accepted before the settings
+// table reaches the same scheduler field as before, and a later key wins
+// over the preset's.
+func TestSpecSettings(t *testing.T) {
+	tests := []struct {
+		spec string
+		want func(c scheduler.Config) bool
+	}{
+		{"dualmap(candidates=3)", func(c scheduler.Config) bool { return c.Candidates == 3 }},
+		{"dualmap(key_depth=2)", func(c scheduler.Config) bool { return c.KeyDepth.Fixed == 2 }},
+		{"dualmap(split=2)", func(c scheduler.Config) bool { return c.KeyDepth.SplitFactor == 2 }},
+		{"dualmap(merge=0.25)", func(c scheduler.Config) bool { return c.KeyDepth.MergeFactor == 0.25 }},
+		{"dualmap(window=300)", func(c scheduler.Config) bool { return c.KeyDepth.Window == 300 }},
+		{"dualmap(order=cache)", func(c scheduler.Config) bool { return c.Queue.Order == scheduler.OrderCache }},
+		{"dualmap(late=reject)", func(c scheduler.Config) bool { return c.Queue.Late == scheduler.LateReject }},
+		{"dualmap(oldest_wait=2)", func(c scheduler.Config) bool { return c.Rebalance.OldestWait == 2*time.Second }},
+		{"dualmap(oldest_wait=1.5)", func(c scheduler.Config) bool { return c.Rebalance.OldestWait == 1500*time.Millisecond }},
+		{"dualmap(learn=-1)", func(c scheduler.Config) bool { return c.Cost.LearnRate == -1 }},
+		{"dualmap(max_running=64)", func(c scheduler.Config) bool { return c.Queue.MaxRunning == 64 }},
+		{"dualmap-paper", func(c scheduler.Config) bool {
+			return c.Candidates == 2 && c.KeyDepth.SplitFactor == 2 && c.KeyDepth.MergeFactor == 1 && c.KeyDepth.Window == 200 && c.Cost.LearnRate == -1
+		}},
+		{"dualmap-paper(candidates=3)", func(c scheduler.Config) bool { return c.Candidates == 3 && c.KeyDepth.Window == 200 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.spec, func(t *testing.T) {
+			sp, err := ParseSpec(tt.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := sp.apply(Options{}).Scheduler; !tt.want(c) {
+				t.Errorf("ParseSpec(%q).apply().Scheduler = %+v", tt.spec, c)
 			}
 		})
 	}

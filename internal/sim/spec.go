@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dualmap/dualmap/internal/config"
 	"github.com/dualmap/dualmap/scheduler"
 )
 
@@ -15,43 +16,29 @@ import (
 //	name[(key=value,...)]
 //
 // e.g. `dualmap`, `dualmap(choice=min-ttft)`, `dualmap(rebalance=false,candidates=3)`.
-// Keys are the policy's parameters, plus some that set the scheduler
-// around it: candidates (rings, 1-4), key_depth (a fixed key length in
-// blocks; 0 = adaptive), budget (router-queue budget in tokens; -1: no
-// router queue), split and merge (the key-depth split and merge factors:
-// split above split/n of the traffic, merge below merge/n), rebalance_slo
-// (the rebalancer's hotspot threshold as a fraction of the SLO), slo_share
-// (the adaptive admission rule's share of the SLO), window
-// (the key-depth window in requests), order and late (the router queue's
-// order and its handling of late requests, see scheduler.QueueConfig),
-// oldest_wait (seconds: the rebalancer's OldestWait), learn (the TTFT
-// estimator's LearnRate; negative: never learned) and max_running (the
-// router queue's limit on requests in flight per instance, -1: none), load
-// (prefill: the TTFT estimate counts pending prefill only; full, the
-// default: all the work) and replicate (false: hot keys that cannot be
-// split are not replicated).
+// Keys are the policy's parameters, the scheduler settings that have a
+// simulator key in config.SchedulerSettings (the table the router's file
+// and the sim's flags use too: candidates, key_depth, split, merge,
+// window, order, late, late_idle_running, max_running, max_queue_wait,
+// oldest_wait, learn, per_token_seconds; max_running=-1: no limit even when
+// --max-running sets one), and the simulator's own: budget (router-queue
+// budget in tokens; -1: no router queue), rebalance_slo (the rebalancer's
+// hotspot threshold as a fraction of the SLO), load (prefill: the TTFT
+// estimate counts pending prefill only; full, the default: all the work),
+// replicate (false: hot keys that cannot be split are not replicated) and
+// the imperfect-information keys.
 type Spec struct {
-	Label      string
-	Policy     string
-	Params     scheduler.Params
-	Candidates int
-	KeyDepth   int
-	Budget     int
-	Split      float64 // key-depth split factor (x 1/n)
-	Merge      float64 // key-depth merge factor (x 1/n)
-	Window     int     // key-depth window in requests
-	Order      string  // router-queue order (scheduler.OrderDeadline, OrderCache)
-	Late       string  // router-queue handling of late requests (scheduler.LateServe...)
-	OldestWait float64 // rebalancer: hotspot when the oldest queued request waited this long (s)
-	Learn      float64 // estimator learn rate (negative: no learning)
-	MaxRunning int     // router queue: requests in flight per instance (-1: no limit)
+	Label  string
+	Policy string
+	Params scheduler.Params
+	// Settings are the scheduler settings given, in order (a later one
+	// wins): config.SchedulerSettings keys and their values as written.
+	Settings []Setting
+	Budget   int
 	// RebalanceSLO sets the rebalancer's hotspot threshold to the pending
 	// prefill tokens the router's per-token cost clears in this fraction
 	// of the SLO (0: the scheduler's default, the whole SLO).
 	RebalanceSLO float64
-	// SLOShare is the adaptive admission rule's share of the SLO
-	// (scheduler.QueueConfig.SLOShare; key slo_share).
-	SLOShare float64
 	// Imperfect information (Options.Info), when set: cost_prior (factor),
 	// index_delay (ms), index_drop (probability), metrics_poll (ms; -1:
 	// never).
@@ -67,6 +54,9 @@ type Spec struct {
 	PrefillLoad bool
 	NoReplicas  bool
 }
+
+// Setting is one scheduler setting of a Spec.
+type Setting struct{ Key, Value string }
 
 // PaperPreset is the name of the DualMap variant with the paper's literal
 // settings: a pair (2 rings), split above 2/n and merge below 1/n over the
@@ -85,9 +75,9 @@ const PaperPreset = "dualmap-paper"
 func paperSpec(label string) Spec {
 	return Spec{
 		Label: label, Policy: "dualmap",
-		Params:     scheduler.Params{"headroom": "0.5", "hopeless": "load", "tie": "0", "overflow": "none"},
-		Candidates: 2, Split: 2, Merge: 1, Window: 200,
-		Learn: -1, Budget: -1, RebalanceSLO: 0.5,
+		Params:   scheduler.Params{"headroom": "0.5", "hopeless": "load", "tie": "0", "overflow": "none"},
+		Settings: []Setting{{"candidates", "2"}, {"split", "2"}, {"merge", "1"}, {"window", "200"}, {"learn", "-1"}},
+		Budget:   -1, RebalanceSLO: 0.5,
 		PrefillLoad: true, NoReplicas: true,
 	}
 }
@@ -126,34 +116,20 @@ func ParseSpec(s string) (Spec, error) {
 		if !ok || k == "" {
 			return sp, fmt.Errorf("sim: policy %q: %q is not key=value", s, kv)
 		}
+		if st, ok := config.LookupSchedulerSetting(k); ok {
+			var scratch scheduler.Config
+			if err := st.Set(&scratch, v); err != nil {
+				return sp, fmt.Errorf("sim: policy %q: %s: %v", s, k, err)
+			}
+			sp.Settings = append(sp.Settings, Setting{k, v})
+			continue
+		}
 		var err error
 		switch k {
-		case "candidates":
-			sp.Candidates, err = strconv.Atoi(v)
-		case "key_depth":
-			sp.KeyDepth, err = strconv.Atoi(v)
 		case "budget":
 			sp.Budget, err = strconv.Atoi(v)
-		case "split":
-			sp.Split, err = strconv.ParseFloat(v, 64)
-		case "merge":
-			sp.Merge, err = strconv.ParseFloat(v, 64)
 		case "rebalance_slo":
 			sp.RebalanceSLO, err = strconv.ParseFloat(v, 64)
-		case "slo_share":
-			sp.SLOShare, err = strconv.ParseFloat(v, 64)
-		case "window":
-			sp.Window, err = strconv.Atoi(v)
-		case "order":
-			sp.Order = v
-		case "late":
-			sp.Late = v
-		case "oldest_wait":
-			sp.OldestWait, err = strconv.ParseFloat(v, 64)
-		case "max_running":
-			sp.MaxRunning, err = strconv.Atoi(v)
-		case "learn":
-			sp.Learn, err = strconv.ParseFloat(v, 64)
 		case "cost_prior":
 			sp.CostPrior, err = strconv.ParseFloat(v, 64)
 		case "index_delay":
@@ -190,8 +166,6 @@ func ParseSpec(s string) (Spec, error) {
 func (sp Spec) checkInfo() error {
 	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 	switch {
-	case sp.SLOShare < 0 || sp.SLOShare > 1 || !finite(sp.SLOShare):
-		return fmt.Errorf("slo_share must be in (0, 1], got %v", sp.SLOShare)
 	case sp.RebalanceSLO < 0 || !finite(sp.RebalanceSLO):
 		return fmt.Errorf("rebalance_slo must be a positive fraction of the SLO, got %v", sp.RebalanceSLO)
 	case sp.CostPrior < 0 || !finite(sp.CostPrior):
@@ -211,41 +185,15 @@ func millis(ms float64) time.Duration { return time.Duration(ms * float64(time.M
 // apply returns o configured for this variant.
 func (sp Spec) apply(o Options) Options {
 	o.Policy, o.Params = sp.Policy, sp.Params
-	if sp.Candidates > 0 {
-		o.Scheduler.Candidates = sp.Candidates
-	}
-	if sp.KeyDepth > 0 {
-		o.Scheduler.KeyDepth.Fixed = sp.KeyDepth
+	for _, kv := range sp.Settings {
+		st, _ := config.LookupSchedulerSetting(kv.Key)
+		_ = st.Set(&o.Scheduler, kv.Value) // ParseSpec checked both
 	}
 	if sp.Budget != 0 {
 		o.Budget = sp.Budget
 	}
-	if sp.Split > 0 {
-		o.Scheduler.KeyDepth.SplitFactor = sp.Split
-	}
-	if sp.Merge > 0 {
-		o.Scheduler.KeyDepth.MergeFactor = sp.Merge
-	}
-	if sp.SLOShare > 0 {
-		o.Scheduler.Queue.SLOShare = sp.SLOShare
-	}
 	if sp.RebalanceSLO > 0 {
 		o.RebalanceSLO = sp.RebalanceSLO
-	}
-	if sp.Window > 0 {
-		o.Scheduler.KeyDepth.Window = sp.Window
-	}
-	if sp.Order != "" {
-		o.Scheduler.Queue.Order = sp.Order
-	}
-	if sp.Late != "" {
-		o.Scheduler.Queue.Late = sp.Late
-	}
-	if sp.MaxRunning != 0 {
-		o.Scheduler.Queue.MaxRunning = sp.MaxRunning
-	}
-	if sp.Learn != 0 {
-		o.Scheduler.Cost.LearnRate = sp.Learn
 	}
 	if sp.CostPrior > 0 {
 		o.Info.CostPrior = sp.CostPrior
@@ -266,9 +214,6 @@ func (sp Spec) apply(o Options) Options {
 	}
 	if sp.NoReplicas {
 		o.Scheduler.KeyDepth.MaxReplicas = -1
-	}
-	if sp.OldestWait > 0 {
-		o.Scheduler.Rebalance.OldestWait = time.Duration(sp.OldestWait * float64(time.Second))
 	}
 	return o
 }

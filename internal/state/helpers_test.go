@@ -189,7 +189,7 @@ func (c *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 func leaderOf(t testing.TB, rs []*replica) *replica {
 	t.Helper()
 	var leader *replica
-	eventually(t, 2*time.Second, func() string {
+	eventually(t, 10*time.Second, func() string { // a few heartbeats; the bound is for a loaded machine
 		leader = nil
 		n := 0
 		for _, r := range rs {

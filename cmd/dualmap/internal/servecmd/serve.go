@@ -229,6 +229,7 @@ func serve(ctx context.Context, cfg config.Config, path string, grace time.Durat
 	}
 	// One health service, on the ext_proc listener and on the health port.
 	rep := epphealth.New(srv.Readiness, 0, log)
+	rep.Follow(epphealth.State, srv.StateSynced, epphealth.State)
 	g := grpc.NewServer(grpcOptions(cfg, tc)...)
 	srv.Register(g)
 	healthpb.RegisterHealthServer(g, rep.Server())
