@@ -166,6 +166,7 @@ type estimator struct {
 	costv atomicFloat // c: seconds per prefill token
 	stepv atomicFloat // k: scale of the step overhead
 	svc   atomicFloat // S: mean seconds from dispatch to completion
+	ahead aheadFit    // the marginal cost of prefill work ahead (admission.go)
 	// The configuration's fixed terms, negatives as 0.
 	reqTokens       float64
 	stepBase, perSq float64

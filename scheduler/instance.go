@@ -39,6 +39,8 @@ type InstanceState struct {
 	Prefilling    int       // dispatched requests not yet through prefill
 	Memory        float64   // KV memory in use as the estimate reads it (fraction)
 	Estimate      TTFTTerms // estimated TTFT of a new fully cached request, by term
+	AheadCost     float64   // learned marginal TTFT of a token of work ahead, seconds (admission.go)
+	EngineQueuing bool      // the engine queues requests it cannot start, as far as this replica can tell
 }
 
 // instance is the scheduler's live state of one member.
@@ -75,7 +77,14 @@ type instance struct {
 	// to turn the engine's queue length into tokens.
 	engineWaiting, engineRunning counter
 	engineKV                     atomicFloat // KV memory in use, fraction
-	avgUncached                  atomicFloat
+	// sinceReport counts this replica's dispatches and completions there
+	// since the engine's last report (admission.go).
+	sinceReport struct{ dispatched, completed counter }
+	// engineSlots is the engine's limit on running requests (max_num_seqs)
+	// as far as seen: the most it reported running while it also reported
+	// requests waiting (admission.go); 0 until then.
+	engineSlots counter
+	avgUncached atomicFloat
 	// prefilling counts the dispatched requests not yet through prefill,
 	// kvTokens the prompt tokens of those dispatched and not completed
 	// (the router's own estimate of the KV memory they hold).
@@ -293,7 +302,8 @@ func (in *instance) state() InstanceState {
 		Engine:       EngineLoad{Waiting: in.engineWaiting.get(), Running: in.engineRunning.get(), KVUsage: in.engineKV.get()},
 		CachedBlocks: blocks, CostPerToken: in.est.cost(), StepScale: in.est.stepScale(), ServiceTime: in.est.serviceTime(),
 		Prefilling: in.prefilling.get(), Memory: in.memory(),
-		Estimate: in.est.terms(in.load(), 0),
+		Estimate:  in.est.terms(in.load(), 0),
+		AheadCost: in.est.ahead.cost(), EngineQueuing: in.engineQueuing(),
 	}
 }
 

@@ -79,6 +79,18 @@ type QueueConfig struct {
 	// not start them, and in the router they can still be reordered or
 	// migrated (default 0: no limit). Only with a router queue (Budget > 0).
 	MaxRunning int
+	// Adaptive turns on the router queue with the adaptive admission rule
+	// of admission.go instead of a fixed Budget (which must then be 0): a
+	// request waits in the router only while its instance's engine reports
+	// a queue of its own, or while the prefill work ahead there, at the
+	// cost of work ahead the router has learned from observed TTFTs, would
+	// take more than SLOShare of the SLO. Until there is such evidence
+	// every request is dispatched at once.
+	Adaptive bool
+	// SLOShare is, under Adaptive, the share of the default TTFT SLO
+	// (Config.SLO) that the work ahead on an instance may take before
+	// requests wait in the router (default 0.125).
+	SLOShare float64
 }
 
 // Queue orders.
@@ -117,6 +129,9 @@ func (c QueueConfig) withDefaults() QueueConfig {
 	if c.IdleRunning == 0 {
 		c.IdleRunning = 8
 	}
+	if c.SLOShare == 0 {
+		c.SLOShare = 0.125
+	}
 	return c
 }
 
@@ -134,6 +149,10 @@ func (c QueueConfig) validate() error {
 		return fmt.Errorf("queue.max_running must be >= 0, got %d", c.MaxRunning)
 	case c.IdleRunning < 0:
 		return fmt.Errorf("queue.idle_running must be >= 0, got %d", c.IdleRunning)
+	case c.Adaptive && c.Budget > 0:
+		return fmt.Errorf("queue.budget (%d tokens) and queue.adaptive are exclusive: a fixed budget or the adaptive rule", c.Budget)
+	case !(c.SLOShare > 0 && c.SLOShare <= 1):
+		return fmt.Errorf("queue.slo_share must be in (0, 1], got %g", c.SLOShare)
 	case c.Late != LateServe && c.Late != LateIdle && c.Late != LateReject:
 		return fmt.Errorf("queue.late must be %q, %q or %q, got %q", LateServe, LateIdle, LateReject, c.Late)
 	}
@@ -175,7 +194,14 @@ func (s *Scheduler) dequeue(r *Request) {
 	in.syncOnTime()
 }
 
+// queues reports whether requests may wait in router queues.
+func (s *Scheduler) queues() bool { return s.cfg.Queue.Budget > 0 || s.cfg.Queue.Adaptive }
+
+// admissible reports whether r may be dispatched to in now.
 func (s *Scheduler) admissible(in *instance, r *Request) bool {
+	if s.cfg.Queue.Adaptive {
+		return s.admitAdaptive(in, r)
+	}
 	b := s.cfg.Queue.Budget
 	p := in.pendingTokens.get() + in.remote.PendingTokens.get()
 	if m := s.cfg.Queue.MaxRunning; m > 0 && in.inFlight() >= m {
@@ -198,6 +224,9 @@ func (s *Scheduler) priority(in *instance, r *Request, now time.Duration) float6
 
 // idle reports whether in may take a late request under LateIdle.
 func (s *Scheduler) idle(in *instance) bool {
+	if s.cfg.Queue.Adaptive {
+		return s.idleAdaptive(in)
+	}
 	return in.pendingTokens.get() == 0 && in.inFlight() < s.cfg.Queue.IdleRunning
 }
 

@@ -122,8 +122,16 @@ func (s *Scheduler) SetEngineLoad(id string, l EngineLoad) error {
 	if in == nil {
 		return fmt.Errorf("%w %q", ErrUnknownInstance, id)
 	}
+	in.mu.Lock() // the counts since the report restart with it
 	in.engineWaiting.set(l.Waiting)
 	in.engineRunning.set(l.Running)
 	in.engineKV.set(l.KVUsage)
+	in.sinceReport.dispatched.set(0)
+	in.sinceReport.completed.set(0)
+	// The running limit: the most seen running with a queue.
+	if l.Waiting > 0 && l.Running > in.engineSlots.get() {
+		in.engineSlots.set(l.Running)
+	}
+	in.mu.Unlock()
 	return nil
 }

@@ -63,6 +63,7 @@ type Request struct {
 	enqueued   time.Duration
 	dispatched time.Duration
 	work       sample // the estimate's parts at dispatch (for learning)
+	aheadAt    int    // the pending prefill, all replicas', it was dispatched behind (admission.go)
 	qpos       int    // index in inst.queue while queued
 	key        uint64 // ring key: the chained hash of the first KeyDepth blocks
 	hot        bool   // key is a variant of a replicated hot key (hotprefix.go)

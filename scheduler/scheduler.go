@@ -364,7 +364,7 @@ func (s *Scheduler) assign(r *Request, in *instance, now time.Duration) {
 	r.dec.CachedTokens = r.cached
 	r.dec.EstimatedTTFT = seconds(in.ttft(r.uncached))
 	in.addRecentLocked(now, float64(r.uncached))
-	if s.cfg.Queue.Budget == 0 {
+	if !s.queues() {
 		s.dispatch(in, r, now)
 		return
 	}
@@ -382,6 +382,8 @@ func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration) {
 	l := in.load()
 	l.ahead, l.requests = in.pendingTokens.get(), in.prefilling.get()
 	r.work = in.est.sampleOf(l, r.uncached)
+	r.aheadAt = in.pendingTokens.get() + in.remote.PendingTokens.get()
+	in.sinceReport.dispatched.add(1)
 	in.pendingTokens.add(r.uncached)
 	in.prefilling.add(1)
 	in.kvTokens.add(r.Tokens)
@@ -421,6 +423,7 @@ func (s *Scheduler) FirstToken(r *Request) {
 	in.prefilling.add(-1)
 	r.state = statePrefilled
 	in.est.observe(r.work, (now - r.dispatched).Seconds())
+	in.est.ahead.observe(float64(r.aheadAt), float64(r.uncached), (now - r.dispatched).Seconds())
 	s.drain(in, now)
 }
 
@@ -449,11 +452,13 @@ func (s *Scheduler) finish(r *Request, completed bool) {
 		s.dequeue(r)
 		completed = false
 	case stateDispatched:
+		in.sinceReport.completed.add(1)
 		in.pendingTokens.add(-r.uncached)
 		in.prefilling.add(-1)
 		in.running.add(-1)
 		in.kvTokens.add(-r.Tokens)
 	case statePrefilled:
+		in.sinceReport.completed.add(1)
 		in.running.add(-1)
 		in.kvTokens.add(-r.Tokens)
 		if completed {

@@ -56,7 +56,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		policies   = fs.String("policies", strings.Join(append(scheduler.Policies(), sim.PaperPreset), ","), "policy variants: name or name(key=value,...); "+sim.PaperPreset+" is DualMap with the paper's literal settings (docs/simulator.md)")
 		queues     = fs.String("queue", "router,paper", "queue modes: router | engine | paper (comma-separated)")
 		slo        = fs.Duration("slo", scheduler.DefaultConfig().SLO, "TTFT SLO")
-		budget     = fs.Int("budget", sim.DefaultBudget, "router-queue admission budget, pending prefill tokens per instance (-1: no router queue)")
+		budget     = fs.Int("budget", 0, "router-queue admission budget, pending prefill tokens per instance (0: the adaptive rule, the router's default; -1: no router queue)")
 		replicas   = fs.Int("replicas", 1, "router replicas")
 		syncEvery  = fs.Duration("sync-interval", 500*time.Millisecond, "replicas: how often they exchange load, cache and key-depth state (0: never)")
 		seeds      = fs.Int("seeds", 1, "run every point with seeds 1..N and report mean and spread")

@@ -193,9 +193,19 @@ type SLO struct {
 // Limits bound what one request may cost.
 type Limits struct {
 	MaxBodyBytes int `yaml:"max_body_bytes"` // default 4 MiB
-	// QueueBudgetTokens is the pending prefill an instance may hold before
-	// requests wait in the router (default 4,096; negative: no router queue).
+	// QueueBudgetTokens is the router queue's admission rule: 0 (default)
+	// the adaptive rule, a request waits in the router only while its
+	// engine queues requests at its running limit (polled metrics) or while
+	// the prefill work ahead there, at the TTFT cost per token ahead the
+	// router learns, would take more than queue_slo_share of slo.default;
+	// until then every request is dispatched at once. N > 0: a fixed
+	// budget, the pending prefill tokens an instance may hold, counting
+	// what the other replicas last reported, before requests wait.
+	// Negative: no router queue.
 	QueueBudgetTokens int `yaml:"queue_budget_tokens"`
+	// QueueSLOShare is the adaptive rule's share of slo.default that the
+	// work ahead on an instance may take (default 0.125; in (0, 1]).
+	QueueSLOShare float64 `yaml:"queue_slo_share"`
 	// MaxQueueWait bounds a wait in the router queue; past it the request
 	// gets 429 with Retry-After (default 30s). Envoy's ext_proc
 	// message_timeout must be above it.

@@ -49,8 +49,35 @@ func TestLimitsReachTheScheduler(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := c.SchedulerConfig(c.Pools[0]).Queue
-	if q.Order != "cache" || q.Late != "reject" || q.IdleRunning != 4 || q.MaxRunning != 256 || q.Budget != DefaultQueueBudget {
-		t.Errorf("scheduler queue config = %+v, want order cache, late reject, idle running 4, max running 256, the default budget", q)
+	if q.Order != "cache" || q.Late != "reject" || q.IdleRunning != 4 || q.MaxRunning != 256 || q.Budget != 0 || !q.Adaptive {
+		t.Errorf("scheduler queue config = %+v, want order cache, late reject, idle running 4, max running 256, the adaptive rule", q)
+	}
+}
+
+func TestQueueBudgetModes(t *testing.T) {
+	tests := []struct {
+		name     string
+		limits   string
+		budget   int
+		adaptive bool
+		share    float64
+	}{
+		{"default: adaptive", "", 0, true, 0.125},
+		{"explicit budget", "limits: {queue_budget_tokens: 4096}\n", 4096, false, 0.125},
+		{"off", "limits: {queue_budget_tokens: -1}\n", 0, false, 0.125},
+		{"share", "limits: {queue_slo_share: 0.25}\n", 0, true, 0.25},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse([]byte(minimal+tt.limits), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := c.SchedulerConfig(c.Pools[0]).Queue
+			if q.Budget != tt.budget || q.Adaptive != tt.adaptive || q.SLOShare != tt.share {
+				t.Errorf("queue = budget %d adaptive %v share %g, want %d %v %g", q.Budget, q.Adaptive, q.SLOShare, tt.budget, tt.adaptive, tt.share)
+			}
+		})
 	}
 }
 
@@ -132,6 +159,8 @@ func TestSchedulerErrorsNameTheKey(t *testing.T) {
 		{"instance weight", "pools:\n  - instances: [{address: 10.0.0.1:80, weight: -1}]\n", "pools[0].instances[0].weight"},
 		{"instance weight NaN", "pools:\n  - instances: [{address: 10.0.0.1:80, weight: .nan}]\n", "pools[0].instances[0].weight"},
 		{"instance cache tokens", "pools:\n  - instances: [{address: 10.0.0.1:80, cache_tokens: -1}]\n", "pools[0].instances[0].cache_tokens"},
+		{"queue slo share", pool + "limits: {queue_slo_share: 1.5}\n", "limits.queue_slo_share"},
+		{"queue slo share negative", pool + "limits: {queue_slo_share: -0.1}\n", "limits.queue_slo_share"},
 		{"second pool", pool + "    models: [a]\n  - {name: b, models: [b], candidates: 9, instances: [{address: 10.0.0.2:80}]}\n", "pools[1].candidates"},
 	}
 	covered := map[string]bool{

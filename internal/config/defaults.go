@@ -30,13 +30,6 @@ const (
 	// tokens, is the Mooncake traces' block).
 	DefaultBlockSize    = tokenize.DefaultBlockSize
 	DefaultMaxBodyBytes = 4 << 20
-	// DefaultQueueBudget is the pending prefill an engine may hold before
-	// requests wait in the router: about 0.65 s of prefill on the paper's
-	// profile, so an overloaded engine is not handed seconds of work that
-	// late requests could have waited for in the router; tuned on the
-	// realistic engine (docs/evaluation.md, "Load model and overload";
-	// 20,480 before). The scheduler's own default is no router queue.
-	DefaultQueueBudget = 4096
 	// DefaultMaxQueueWait bounds a wait in the router queue (the
 	// scheduler's own default is no bound).
 	DefaultMaxQueueWait = 30 * time.Second
@@ -159,8 +152,8 @@ func (c Config) WithDefaults() Config {
 	if c.Limits.MaxBodyBytes == 0 {
 		c.Limits.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	if c.Limits.QueueBudgetTokens == 0 {
-		c.Limits.QueueBudgetTokens = DefaultQueueBudget
+	if c.Limits.QueueSLOShare == 0 {
+		c.Limits.QueueSLOShare = sd.Queue.SLOShare
 	}
 	if c.Limits.MaxQueueWait == 0 {
 		c.Limits.MaxQueueWait = DefaultMaxQueueWait

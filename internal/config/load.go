@@ -254,6 +254,7 @@ func (c Config) SchedulerConfig(p Pool) scheduler.Config {
 			st.setFromYAML(&s, c, p)
 		}
 	}
+	s.Queue.Adaptive = c.Limits.QueueBudgetTokens == 0 // the file's default: the adaptive rule
 	s.Params = p.Policy.Params
 	return s
 }

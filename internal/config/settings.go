@@ -40,9 +40,13 @@ func SchedulerSettings() []SchedulerSetting { return schedulerSettings }
 var schedulerSettings = []SchedulerSetting{
 	{YAML: "slo.default", fromYAML: func(c Config, _ Pool) any { return c.SLO.Default },
 		field: func(s *scheduler.Config) any { return &s.SLO }},
-	// Negative in the file: no router queue, the scheduler's 0.
+	// Negative in the file: no router queue, the scheduler's 0; 0: the
+	// adaptive rule (SchedulerConfig sets Queue.Adaptive).
 	{YAML: "limits.queue_budget_tokens", fromYAML: func(c Config, _ Pool) any { return max(c.Limits.QueueBudgetTokens, 0) },
 		field: func(s *scheduler.Config) any { return &s.Queue.Budget }},
+	{Key: "slo_share", YAML: "limits.queue_slo_share", fromYAML: func(c Config, _ Pool) any { return c.Limits.QueueSLOShare },
+		Help:  "the adaptive router-queue rule's share of the SLO that the work ahead on an instance may take, in (0, 1] (0: the scheduler's default, 0.125)",
+		field: func(s *scheduler.Config) any { return &s.Queue.SLOShare }},
 	{Key: "max_queue_wait", YAML: "limits.max_queue_wait", fromYAML: func(c Config, _ Pool) any { return c.Limits.MaxQueueWait },
 		Help:  "longest wait in a router queue before a request fails (a Go duration or seconds; 0: the scheduler's default)",
 		field: func(s *scheduler.Config) any { return &s.Queue.MaxWait }},

@@ -23,7 +23,8 @@ func (m *Manager) OnGone(f func(pool, id string)) {
 func (m *metrics) instanceVecs() []*prometheus.MetricVec {
 	return []*prometheus.MetricVec{
 		m.pending.MetricVec, m.healthy.MetricVec, m.queued.MetricVec,
-		m.queuedTok.MetricVec, m.running.MetricVec, m.upstreamErr.MetricVec,
+		m.queuedTok.MetricVec, m.running.MetricVec, m.aheadCost.MetricVec, m.engineFull.MetricVec,
+		m.upstreamErr.MetricVec,
 	}
 }
 

@@ -15,6 +15,8 @@ type metrics struct {
 	queued      *prometheus.GaugeVec   // pool, instance
 	queuedTok   *prometheus.GaugeVec   // pool, instance
 	running     *prometheus.GaugeVec   // pool, instance
+	aheadCost   *prometheus.GaugeVec   // pool, instance
+	engineFull  *prometheus.GaugeVec   // pool, instance
 	upstreamErr *prometheus.CounterVec // pool, instance
 	hostIgnored *prometheus.CounterVec // pool
 	migrations  *prometheus.CounterVec // pool
@@ -38,10 +40,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		queueDepth: gauge("dualmap_queue_depth", "Requests waiting in the router queues.", "pool"),
 		pending: gauge("dualmap_instance_pending_tokens", "Prefill tokens queued in the router plus dispatched and not yet through prefill, per instance.",
 			"pool", "instance"),
-		healthy:     gauge("dualmap_instance_healthy", "1 when the instance takes requests.", "pool", "instance"),
-		queued:      gauge("dualmap_instance_queued_requests", "Requests waiting in the router queue of the instance.", "pool", "instance"),
-		queuedTok:   gauge("dualmap_instance_queued_tokens", "Estimated uncached prompt tokens of the requests waiting in the router queue of the instance.", "pool", "instance"),
-		running:     gauge("dualmap_instance_running_requests", "Requests dispatched to the instance and not completed.", "pool", "instance"),
+		healthy:   gauge("dualmap_instance_healthy", "1 when the instance takes requests.", "pool", "instance"),
+		queued:    gauge("dualmap_instance_queued_requests", "Requests waiting in the router queue of the instance.", "pool", "instance"),
+		queuedTok: gauge("dualmap_instance_queued_tokens", "Estimated uncached prompt tokens of the requests waiting in the router queue of the instance.", "pool", "instance"),
+		running:   gauge("dualmap_instance_running_requests", "Requests dispatched to the instance and not completed.", "pool", "instance"),
+		aheadCost: gauge("dualmap_instance_ahead_cost_seconds", "The learned marginal time to first token of one uncached prompt token of prefill work ahead on the instance (the adaptive router-queue rule's cost; near 0 on an engine that prefills in parallel).",
+			"pool", "instance"),
+		engineFull: gauge("dualmap_instance_engine_full", "1 when the instance's engine, as far as this replica can tell, queues requests at its running limit: the adaptive rule holds new ones in the router.",
+			"pool", "instance"),
 		upstreamErr: counter("dualmap_upstream_errors_total", "5xx responses and connection failures per instance.", "pool", "instance"),
 		hostIgnored: counter("dualmap_upstream_host_ignored_total", "Responses whose x-dualmap-upstream-host named no instance of the pool: ignored for health attribution.", "pool"),
 		migrations:  counter("dualmap_migrations_total", "Queued requests moved to another candidate by the hotspot rebalancer.", "pool"),
@@ -53,7 +59,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"pool", "reason"),
 	}
 	if reg != nil {
-		reg.MustRegister(m.queueDepth, m.pending, m.healthy, m.queued, m.queuedTok, m.running, m.upstreamErr,
+		reg.MustRegister(m.queueDepth, m.pending, m.healthy, m.queued, m.queuedTok, m.running, m.aheadCost, m.engineFull, m.upstreamErr,
 			m.hostIgnored, m.migrations, m.stateUp, m.stateDelay, m.stateLag, m.stateErrors, m.stateRejected)
 	}
 	return m
@@ -106,6 +112,12 @@ func (m *Manager) UpdateGauges() {
 			m.m.queued.WithLabelValues(p.name, st.ID).Set(float64(st.Queued))
 			m.m.queuedTok.WithLabelValues(p.name, st.ID).Set(float64(st.QueuedTokens))
 			m.m.running.WithLabelValues(p.name, st.ID).Set(float64(st.Running))
+			m.m.aheadCost.WithLabelValues(p.name, st.ID).Set(st.AheadCost)
+			full := 0.0
+			if st.EngineQueuing {
+				full = 1
+			}
+			m.m.engineFull.WithLabelValues(p.name, st.ID).Set(full)
 			h := 0.0
 			if st.Healthy && !st.Draining {
 				h = 1

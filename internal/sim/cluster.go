@@ -121,7 +121,7 @@ func (c *cluster) build() error {
 	hbm, dram := o.Profile.CacheTokens()
 	cfg := o.Scheduler
 	cfg.Policy, cfg.Params, cfg.SLO = o.Policy, o.Params, o.SLO
-	cfg.Queue.Budget = o.budget()
+	cfg.Queue.Budget, cfg.Queue.Adaptive = o.admission()
 	cfg.Queue.MaxRunning = max(cfg.Queue.MaxRunning, 0) // a variant's -1: none
 	cfg.BlockSize = o.Profile.BlockSize
 	cfg.CacheTokens = max(hbm+dram, 1)
@@ -148,7 +148,7 @@ func (c *cluster) build() error {
 	if cfg.Cost.KVTokens == 0 {
 		cfg.Cost.KVTokens = hbm
 	}
-	if cfg.Queue.MaxWait == 0 && cfg.Queue.Budget > 0 {
+	if cfg.Queue.MaxWait == 0 && (cfg.Queue.Budget > 0 || cfg.Queue.Adaptive) {
 		cfg.Queue.MaxWait = config.DefaultMaxQueueWait
 	}
 	if f := o.Info.CostPrior; f > 0 {

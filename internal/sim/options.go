@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dualmap/dualmap/internal/config"
 	"github.com/dualmap/dualmap/internal/sim/engine"
 	"github.com/dualmap/dualmap/scheduler"
 )
@@ -34,8 +33,9 @@ type Options struct {
 	Params scheduler.Params // the policy's parameters
 	Queue  string           // QueueRouter (default), QueueEngine or QueuePaper
 	// Budget is the router queue's admission budget in pending prefill
-	// tokens per instance, where router queues are used (default
-	// DefaultBudget; negative: no router queue in any mode).
+	// tokens per instance, where router queues are used (default 0: the
+	// adaptive rule, scheduler.QueueConfig.Adaptive, as the router's
+	// default; negative: no router queue in any mode).
 	Budget int
 	// RebalanceSLO, when > 0, sets the rebalancer's hotspot threshold
 	// (Scheduler.Rebalance.PendingTokens) to the tokens the router's prior
@@ -137,10 +137,6 @@ func (in Info) validate() error {
 	return nil
 }
 
-// DefaultBudget is the default router-queue admission budget, the router's
-// (limits.queue_budget_tokens): one engine step's worth of prefill tokens.
-const DefaultBudget = config.DefaultQueueBudget
-
 func (o Options) withDefaults() (Options, error) {
 	sd := scheduler.DefaultConfig()
 	if o.Policy == "" {
@@ -148,9 +144,6 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Queue == "" {
 		o.Queue = QueueRouter
-	}
-	if o.Budget == 0 {
-		o.Budget = DefaultBudget
 	}
 	if o.Instances == 0 {
 		o.Instances = 8
@@ -206,17 +199,16 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// budget returns the router-queue budget the policy gets in this mode.
-func (o Options) budget() int {
+// admission returns the router-queue budget the policy gets in this mode,
+// or adaptive for the adaptive rule.
+func (o Options) admission() (budget int, adaptive bool) {
 	switch {
 	case o.Budget < 0:
-		return 0
-	case o.Queue == QueueRouter:
-		return o.Budget
-	case o.Queue == QueuePaper && o.Policy == "dualmap":
-		return o.Budget
+		return 0, false
+	case o.Queue == QueueRouter, o.Queue == QueuePaper && o.Policy == "dualmap":
+		return o.Budget, o.Budget == 0
 	}
-	return 0
+	return 0, false
 }
 
 // engineModel names p's engine model for reports: empty for the legacy one.

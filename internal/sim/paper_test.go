@@ -42,8 +42,8 @@ func TestPaperPreset(t *testing.T) {
 			t.Errorf("%s: cost %+v, want pending prefill only (no request, step, memory or slot terms)", q, cfg.Cost)
 		case cfg.KeyDepth.MaxReplicas >= 0:
 			t.Errorf("%s: hot keys replicated up to %d, want never", q, cfg.KeyDepth.MaxReplicas)
-		case cfg.Queue.Budget != 0:
-			t.Errorf("%s: router-queue budget %d, want none", q, cfg.Queue.Budget)
+		case cfg.Queue.Budget != 0 || cfg.Queue.Adaptive:
+			t.Errorf("%s: router-queue budget %d (adaptive %v), want none", q, cfg.Queue.Budget, cfg.Queue.Adaptive)
 		case cfg.Rebalance.PendingTokens != int(2.5/base.Profile.PrefillPerToken):
 			t.Errorf("%s: rebalance threshold %d tokens, want SLO/2 worth: %d", q, cfg.Rebalance.PendingTokens, int(2.5/base.Profile.PrefillPerToken))
 		}
@@ -57,7 +57,7 @@ func TestPaperPreset(t *testing.T) {
 	}
 	cfg, def := c.reps[0].Config(), scheduler.DefaultConfig()
 	if cfg.Candidates != def.Candidates || cfg.KeyDepth != def.KeyDepth || cfg.Cost.LearnRate != def.Cost.LearnRate ||
-		cfg.Queue.Budget != DefaultBudget || cfg.Rebalance.PendingTokens != 0 || len(cfg.Params) != 0 {
+		cfg.Queue.Budget != 0 || !cfg.Queue.Adaptive || cfg.Rebalance.PendingTokens != 0 || len(cfg.Params) != 0 {
 		t.Errorf("dualmap: %+v, want the scheduler's defaults and the router queue", cfg)
 	}
 	// A run of the preset goes straight to the engine: nothing is queued in

@@ -1,0 +1,173 @@
+package scheduler
+
+import (
+	"math"
+	"sync"
+)
+
+// The adaptive admission rule of the router queue (QueueConfig.Adaptive;
+// our decision, not the paper's). A fixed budget of pending prefill tokens
+// fits one engine: on an engine that prefills one step's tokens at a time
+// (vLLM with chunked prefill and a shared step budget) every pending token
+// delays every request behind it, while an engine that works on many
+// prompts in parallel is far from full at the same count, and holding
+// requests in the router only makes them wait. So the rule asks the engine
+// and what the router has measured, and until there is evidence of
+// saturation it dispatches at once.
+//
+// A request routed to instance i waits in the router when
+//
+//   - the engine is full: its last report showed requests waiting
+//     (vllm:num_requests_waiting > 0) at its limit on running requests
+//     (the most it was seen running with a queue: max_num_seqs), and this
+//     replica has seen no more of its requests complete there since than
+//     were waiting plus those it dispatched there since: the engine could
+//     not start it now; or
+//   - work is pending on i (uncached prompt tokens dispatched and not yet
+//     through prefill, all replicas') and a x (pending + its own uncached
+//     tokens) > SLOShare x SLO, where a is the marginal TTFT of one token of
+//     work ahead, learned online with c, that of one token of the
+//     request's own: observed TTFT (from dispatch) against the pending
+//     prefill each request was dispatched behind and its own uncached
+//     tokens, an exponentially weighted least-squares fit over about the
+//     last 256 first tokens. a counts only when it is at least c/2: on a
+//     step-bound engine (vLLM with chunked prefill) a token ahead costs
+//     about what one's own does, and the rule is a token budget of
+//     SLOShare x SLO / a, calibrated online; on an engine that prefills in
+//     parallel a is far below c, and nothing waits until the engine is
+//     full.
+//
+// A request is always dispatched to an instance with nothing of the
+// router's in flight, so a stale engine report cannot hold a queue forever.
+// Late requests under LateIdle go to an instance that is not queuing and
+// whose work ahead costs less than an eighth of that share, with fewer than
+// IdleRunning requests in flight.
+
+// aheadFit is the exponentially weighted least-squares fit of observed TTFT
+// on the work ahead at dispatch and the request's own uncached tokens:
+//
+//	TTFT = b + a x ahead + c x own
+//
+// a is what a token of someone else's prefill costs a request, c what a
+// token of its own does. On a step-bound engine the two are alike (every
+// token goes through the same step budget); on one that prefills requests
+// in parallel a is far below c. observe is called concurrently (from every
+// instance sharing the estimator); slope and own are read without a lock.
+type aheadFit struct {
+	mu                                     sync.Mutex // guards the sums
+	n, s1, s2, sy, s11, s22, s12, s1y, s2y float64
+	slopev, ownv                           atomicFloat // the last identified a and c, seconds per token
+}
+
+const (
+	// aheadDecay is the weight an observation loses per later one.
+	aheadDecay = 1.0 / 256
+	// aheadMinSamples is the weighted count below which the fit says
+	// nothing (a slope of 0: dispatch at once).
+	aheadMinSamples = 32
+	// aheadMinSpread is the spread of the work ahead and of the own
+	// tokens, in tokens (standard deviation), below which the fit is not
+	// identified and its last values stay.
+	aheadMinSpread = 64
+)
+
+// observe adds one first token: ttft seconds after a dispatch behind
+// ahead tokens of pending prefill, with own uncached tokens.
+func (f *aheadFit) observe(ahead, own, ttft float64) {
+	if !(ttft > 0) || math.IsInf(ttft, 0) || ahead < 0 || own < 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d := 1 - aheadDecay
+	f.n = f.n*d + 1
+	f.s1, f.s2, f.sy = f.s1*d+ahead, f.s2*d+own, f.sy*d+ttft
+	f.s11, f.s22, f.s12 = f.s11*d+ahead*ahead, f.s22*d+own*own, f.s12*d+ahead*own
+	f.s1y, f.s2y = f.s1y*d+ahead*ttft, f.s2y*d+own*ttft
+	if f.n < aheadMinSamples {
+		return
+	}
+	m1, m2, my := f.s1/f.n, f.s2/f.n, f.sy/f.n
+	c11, c22, c12 := f.s11/f.n-m1*m1, f.s22/f.n-m2*m2, f.s12/f.n-m1*m2
+	c1y, c2y := f.s1y/f.n-m1*my, f.s2y/f.n-m2*my
+	if c11 < aheadMinSpread*aheadMinSpread {
+		return
+	}
+	det := c11*c22 - c12*c12
+	if c22 < aheadMinSpread*aheadMinSpread || det < 0.01*c11*c22 {
+		// Own tokens do not vary apart from the work ahead: the slope alone.
+		f.slopev.set(max(c1y/c11, 0))
+		return
+	}
+	f.slopev.set(max((c22*c1y-c12*c2y)/det, 0))
+	f.ownv.set(max((c11*c2y-c12*c1y)/det, 0))
+}
+
+// slope is the learned marginal TTFT of a token of work ahead, in seconds
+// (0 until identified).
+func (f *aheadFit) slope() float64 { return f.slopev.get() }
+
+// cost is the learned cost of a token of work ahead that the rule holds
+// requests for: a, where a token ahead costs at least half of what one of
+// the request's own does (a step-bound engine, where pending prefill delays
+// everyone); 0 on an engine whose work ahead costs a request far less than
+// its own prompt (it prefills in parallel: holding requests back would not
+// help the others).
+func (f *aheadFit) cost() float64 {
+	a := f.slopev.get()
+	if a < f.ownv.get()/2 {
+		return 0
+	}
+	return a
+}
+
+// own is the learned marginal TTFT of a token of the request's own (0
+// until identified).
+func (f *aheadFit) own() float64 { return f.ownv.get() }
+
+// engineQueuing reports whether in's engine is, as far as this replica
+// can tell, full: its last report showed requests waiting with as many
+// running as the most it was ever seen running with a queue (engineSlots,
+// its limit on running requests; a queue below it waits for memory, not
+// for a slot, and the estimate's memory term covers that), and this
+// replica has not seen more of its requests complete there since than
+// the waiting ones and those it dispatched since: a request sent now would
+// wait in the engine's queue, where it can no longer be reordered or
+// moved. Between reports of no queue nothing is assumed: an engine at its
+// limit without a queue may be one whose limit is higher than seen.
+func (in *instance) engineQueuing() bool {
+	w := in.engineWaiting.get()
+	return w > 0 && in.engineRunning.get() >= in.engineSlots.get() &&
+		w+in.sinceReport.dispatched.get()-in.sinceReport.completed.get() >= 0
+}
+
+// aheadBudget is the time, in seconds, the work ahead on an instance may
+// take at the learned slope before requests wait in the router.
+func (s *Scheduler) aheadBudget() float64 {
+	return s.cfg.Queue.SLOShare * s.cfg.SLO.Seconds()
+}
+
+// admitAdaptive is admissible under QueueConfig.Adaptive.
+func (s *Scheduler) admitAdaptive(in *instance, r *Request) bool {
+	flight := in.inFlight()
+	if m := s.cfg.Queue.MaxRunning; m > 0 && flight >= m {
+		return false
+	}
+	if flight == 0 {
+		return true
+	}
+	if in.engineQueuing() {
+		return false
+	}
+	p := in.pendingTokens.get() + in.remote.PendingTokens.get()
+	return p == 0 || in.est.ahead.cost()*float64(p+r.uncached) <= s.aheadBudget()
+}
+
+// idleAdaptive is idle under QueueConfig.Adaptive.
+func (s *Scheduler) idleAdaptive(in *instance) bool {
+	if in.inFlight() >= s.cfg.Queue.IdleRunning || in.engineQueuing() {
+		return false
+	}
+	p := in.pendingTokens.get() + in.remote.PendingTokens.get()
+	return p == 0 || in.est.ahead.cost()*float64(p) <= s.aheadBudget()/8
+}
