@@ -89,20 +89,11 @@ type promSource struct {
 func (promSource) Name() string { return "engine_metrics" }
 
 func (s promSource) Run(ctx context.Context, sink Sink) {
-	t := time.NewTicker(s.interval)
-	defer t.Stop()
-	for {
-		for _, id := range sink.Addresses() {
-			if l, ok := s.poll(ctx, id); ok {
-				sink.Load(id, l)
-			}
+	everyInstance(ctx, s.interval, sink, func(id string) {
+		if l, ok := s.poll(ctx, id); ok {
+			sink.Load(id, l)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 func (s promSource) poll(ctx context.Context, addr string) (scheduler.EngineLoad, bool) {

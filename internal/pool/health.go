@@ -152,18 +152,7 @@ type probeSource struct {
 func (probeSource) Name() string { return "health" }
 
 func (s probeSource) Run(ctx context.Context, sink Sink) {
-	t := time.NewTicker(s.interval)
-	defer t.Stop()
-	for {
-		for _, id := range sink.Addresses() {
-			sink.Health(id, s.probe(ctx, id))
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	everyInstance(ctx, s.interval, sink, func(id string) { sink.Health(id, s.probe(ctx, id)) })
 }
 
 func (s probeSource) probe(ctx context.Context, addr string) bool {

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"time"
 
 	"github.com/dualmap/dualmap/internal/config"
 	"github.com/dualmap/dualmap/scheduler"
@@ -70,3 +71,20 @@ func (m *Manager) sources(pc config.Pool) []Source {
 }
 
 var _ Sink = (*Pool)(nil)
+
+// everyInstance calls f for each of sink's instances at once and then
+// every interval, until ctx ends: the loop of a polling source.
+func everyInstance(ctx context.Context, interval time.Duration, sink Sink, f func(id string)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		for _, id := range sink.Addresses() {
+			f(id)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
