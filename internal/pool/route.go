@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dualmap/dualmap/internal/chattmpl"
 	"github.com/dualmap/dualmap/internal/openai"
 	"github.com/dualmap/dualmap/internal/tokenize"
 	"github.com/dualmap/dualmap/scheduler"
@@ -79,6 +80,9 @@ func (p *Pool) request(body *openai.Request, c Controls, r *scheduler.Request) e
 		err = p.prompter.Text(body.Prompts[0], &prompt)
 	}
 	if err != nil {
+		if errors.Is(err, chattmpl.ErrRender) {
+			p.m.m.renderErrors.WithLabelValues(p.name).Inc()
+		}
 		return fmt.Errorf("%w: %v", ErrTokenize, err)
 	}
 	*r = scheduler.Request{Blocks: prompt.Blocks, Tokens: prompt.Tokens, SLO: c.SLO, Only: c.Only, Priority: c.Priority, Session: c.Session}
