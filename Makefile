@@ -37,6 +37,7 @@ scripts-test:
 	cd scripts && PYTHONDONTWRITEBYTECODE=1 python3 -m unittest -q test_aiperf_run
 
 chattmpl-test:
+	$(GO) mod download github.com/daulet/tokenizers
 	@out=$$(bash scripts/chattmpl.sh) && \
 	DUALMAP_CHATTMPL_PYTHON="$$(echo "$$out" | tail -n 2 | head -n 1)" \
 	DUALMAP_CHATTMPL_TEMPLATES="$$(echo "$$out" | tail -n 1)" \

@@ -142,16 +142,35 @@ func TestMatchesTransformers(t *testing.T) {
 	var jobs []job
 	var pyCases []map[string]any
 	sources := map[string]string{}
+	special := map[string]map[string]string{}
 	for _, f := range files {
 		src, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sources[f] = string(src)
+		sources[f], special[f] = string(src), testSpecial
+	}
+	// Real tokenizer_config.json files too (from the tokenizers module's
+	// test data), through ParseTokenizerConfig, with their special tokens.
+	for _, f := range moduleConfigs(t) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := ParseTokenizerConfig(data)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if src, ok := cfg.Templates["default"]; ok {
+			files = append(files, f)
+			sources[f], special[f] = src, cfg.Special
+		}
+	}
+	for _, f := range files {
 		for _, c := range cases {
 			pc := map[string]any{
-				"template": string(src), "messages": pyMessages(t, c.chat.Messages),
-				"add_generation_prompt": c.chat.AddGenerationPrompt, "vars": testSpecial,
+				"template": sources[f], "messages": pyMessages(t, c.chat.Messages),
+				"add_generation_prompt": c.chat.AddGenerationPrompt, "vars": special[f],
 			}
 			if c.chat.Tools != "" {
 				pc["tools"] = json.RawMessage(c.chat.Tools)
@@ -192,9 +211,12 @@ func TestMatchesTransformers(t *testing.T) {
 	seenKnown := map[string]bool{}
 	for i, j := range jobs {
 		name := filepath.Base(j.file)
+		if name == "tokenizer_config.json" {
+			name = filepath.Base(filepath.Dir(j.file)) + "/" + name
+		}
 		tmpl, ok := compiled[j.file]
 		if !ok {
-			tmpl, err = Compile(sources[j.file], Options{Special: testSpecial})
+			tmpl, err = Compile(sources[j.file], Options{Special: special[j.file]})
 			if err != nil {
 				t.Errorf("%s: Compile() error = %v", name, err)
 			}
@@ -275,4 +297,19 @@ func clip(s string) string {
 		return s[:80] + "..."
 	}
 	return s
+}
+
+// moduleConfigs returns the tokenizer_config.json files in the test data of
+// github.com/daulet/tokenizers (a dependency: in the module cache).
+func moduleConfigs(t *testing.T) []string {
+	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		t.Fatalf("go env GOMODCACHE: %v", err)
+	}
+	dir := filepath.Join(strings.TrimSpace(string(out)), "github.com/daulet/tokenizers@v1.22.1/test/data")
+	files, _ := filepath.Glob(filepath.Join(dir, "*", "tokenizer_config.json"))
+	if len(files) == 0 {
+		t.Fatalf("no tokenizer_config.json under %s: run go mod download github.com/daulet/tokenizers", dir)
+	}
+	return files
 }

@@ -3,7 +3,9 @@
 package tokenize
 
 import (
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/dualmap/dualmap/internal/chattmpl"
@@ -44,5 +46,48 @@ func TestHFTemplatedExact(t *testing.T) {
 				t.Errorf("%s, round %d: %d tokens, blocks equal %v; want the whole text's %d tokens", name, round, got.Tokens, slices.Equal(got.Blocks, want), len(whole))
 			}
 		}
+	}
+}
+
+// TestHFLlama3ConfigExact does the same with Llama 3's own chat template
+// and special tokens, from its tokenizer_config.json.
+func TestHFLlama3ConfigExact(t *testing.T) {
+	enc := openLlama(t)
+	tok := llamaFile(t)
+	src, err := chattmpl.Resolve(filepath.Join(filepath.Dir(tok), "meta-llama-3-8b-instruct", "tokenizer_config.json"), tok)
+	if err != nil || src.Template == nil {
+		t.Fatalf("Resolve() = %+v, %v", src, err)
+	}
+	p := newPrompter(t, enc, Config{BlockSize: 16, Template: src.Template})
+	turns := chat(9, 250, 11)
+	var prev Prompt
+	for n := 1; n <= len(turns); n += 2 {
+		msgs := turns[:n]
+		cm := make([]chattmpl.Message, len(msgs))
+		for i := range msgs {
+			cm[i] = unflatten(&msgs[i])
+		}
+		text, err := src.Template.Render(&chattmpl.Chat{Messages: cm, AddGenerationPrompt: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(text, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n") {
+			t.Fatalf("rendering starts %q", text[:60])
+		}
+		whole := enc.Encode(text, nil)
+		var got Prompt
+		if err := p.Messages(msgs, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Tokens != len(whole) || !slices.Equal(got.Blocks, Blocks(whole, 16, nil)) {
+			t.Errorf("%d messages: %d tokens, want the whole text's %d", n, got.Tokens, len(whole))
+		}
+		if n > 1 && sharedBlocks(prev.Blocks, got.Blocks) < len(prev.Blocks)-2 {
+			t.Errorf("%d messages: shares %d of the previous turn's %d blocks", n, sharedBlocks(prev.Blocks, got.Blocks), len(prev.Blocks))
+		}
+		prev = got
+	}
+	if st := p.Stats(); st.Hits == 0 {
+		t.Errorf("no cache hits over a growing chat: %+v", st)
 	}
 }
