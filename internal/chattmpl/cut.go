@@ -70,7 +70,7 @@ func (c *cutter) next(s string, from int) int {
 // Cuts appends to dst the offsets, in increasing order and all in
 // (0, len(text)), at which text, msgs' rendering, may be cut (see cutter):
 // at most one per message, the first cut point after the end of that
-// message's content (looked for in text in order), so that a chat that
+// message's content, trimmed (looked for in text in order), so that a chat that
 // repeats an earlier one's messages and adds more cuts that earlier
 // rendering the same way, and each piece can be cached. Without cut points
 // (a template whose markers are plain text, or no added tokens known) it
@@ -78,9 +78,10 @@ func (c *cutter) next(s string, from int) int {
 func (t *Template) Cuts(text string, msgs []Message, dst []int) []int {
 	p, last := 0, 0
 	for i := range msgs {
-		if c := msgs[i].Content; c != "" {
-			if j := strings.Index(text[p:], c); j >= 0 {
-				p += j + len(c)
+		// Templates often trim the content; look for what any would print.
+		if c := strings.TrimSpace(msgs[i].Content); c != "" {
+			if j := index(text, c, p); j >= 0 {
+				p = j + len(c)
 			}
 		}
 		q := t.cuts.next(text, max(p, last+1))
@@ -91,4 +92,23 @@ func (t *Template) Cuts(text string, msgs []Message, dst []int) []int {
 		last, p = q, q
 	}
 	return dst
+}
+
+// index returns the first offset at or after from where s holds sub (not
+// empty), or -1. It looks for a short prefix of sub first, which the
+// standard library finds with vector instructions, and compares the rest
+// there: chat messages are long needles.
+func index(s, sub string, from int) int {
+	head := sub[:min(len(sub), 32)]
+	for from <= len(s)-len(sub) {
+		j := strings.Index(s[from:], head)
+		if j < 0 {
+			return -1
+		}
+		if strings.HasPrefix(s[from+j:], sub) {
+			return from + j
+		}
+		from += j + 1
+	}
+	return -1
 }

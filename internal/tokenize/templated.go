@@ -80,15 +80,13 @@ func unflatten(m *Message) chattmpl.Message {
 	return out
 }
 
-// cutLastLine splits s at its last line that starts with tag: the text
+// cutLastLine splits s at its last line when that starts with tag: the text
 // before that line (without the newline) and the rest of the line after the
 // tag.
 func cutLastLine(s, tag string) (before, value string, ok bool) {
-	i := strings.LastIndex(s, tag)
-	if i < 0 || (i > 0 && s[i-1] != '\n') || strings.Contains(s[i:], "\n") {
+	i := strings.LastIndexByte(s, '\n') + 1 // the last line's start
+	if !strings.HasPrefix(s[i:], tag) {
 		return s, "", false
 	}
-	before = s[:i]
-	before = strings.TrimSuffix(before, "\n")
-	return before, s[i+len(tag):], true
+	return s[:max(0, i-1)], s[i+len(tag):], true
 }
