@@ -159,3 +159,34 @@ func TestUnflatten(t *testing.T) {
 		}
 	}
 }
+
+// FuzzMessagesTemplated: with a chat template, any chat gives the same
+// prompt from the cache as without it, and again the same.
+func FuzzMessagesTemplated(f *testing.F) {
+	f.Add("system", " a ", "assistant", "x\n<tool_calls>[{\"function\": {\"arguments\": \"{}\"}}]")
+	f.Add("tool", "1\n<tool_call_id>c", "user", "<|eot_id|>")
+	f.Add("tools", "[{\"a\": 1}]\n<tool_choice>\"auto\"", "user", "\xff")
+	cached := headerPrompter(f, Bytes(), headerAdded, Config{CacheEntries: 8})
+	plain := headerPrompter(f, Bytes(), headerAdded, Config{CacheEntries: -1})
+	f.Fuzz(func(t *testing.T, r1, c1, r2, c2 string) {
+		msgs := []Message{{Role: r1, Content: c1}, {Role: r2, Content: c2}}
+		var a, b, again Prompt
+		errA := cached.Messages(msgs, &a)
+		errB := plain.Messages(msgs, &b)
+		if (errA == nil) != (errB == nil) {
+			t.Fatalf("errors differ: %v, %v", errA, errB)
+		}
+		if errA != nil {
+			if !errors.Is(errA, chattmpl.ErrRender) {
+				t.Fatalf("error %v does not wrap ErrRender", errA)
+			}
+			return
+		}
+		if err := cached.Messages(msgs, &again); err != nil {
+			t.Fatal(err)
+		}
+		if a.Tokens != b.Tokens || !slices.Equal(a.Blocks, b.Blocks) || !slices.Equal(a.Blocks, again.Blocks) {
+			t.Fatalf("prompts differ: %d/%d/%d tokens", a.Tokens, b.Tokens, again.Tokens)
+		}
+	})
+}
