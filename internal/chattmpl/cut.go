@@ -75,12 +75,22 @@ func (c *cutter) next(s string, from int) int {
 // rendering the same way, and each piece can be cached. Without cut points
 // (a template whose markers are plain text, or no added tokens known) it
 // appends nothing: the text must then be encoded whole.
+//
+// A content is looked for within searchWindow bytes past the previous cut
+// (the template's text between them, headers and preambles, is shorter), and
+// after maxMisses contents not found it stops cutting: the rest is one piece,
+// so the search costs at most a few passes over text whatever the chat.
 func (t *Template) Cuts(text string, msgs []Message, dst []int) []int {
-	p, last := 0, 0
+	p, last, misses := 0, 0, 0
 	for i := range msgs {
 		// Templates often trim the content; look for what any would print.
 		if c := strings.TrimSpace(msgs[i].Content); c != "" {
-			if j := index(text, c, p); j >= 0 {
+			j := index(text[:min(len(text), p+len(c)+searchWindow)], c, p)
+			if j < 0 {
+				if misses++; misses > maxMisses {
+					break
+				}
+			} else {
 				p = j + len(c)
 			}
 		}
@@ -93,6 +103,12 @@ func (t *Template) Cuts(text string, msgs []Message, dst []int) []int {
 	}
 	return dst
 }
+
+// Bounds of Cuts' search for message contents.
+const (
+	searchWindow = 256 << 10
+	maxMisses    = 8
+)
 
 // index returns the first offset at or after from where s holds sub (not
 // empty), or -1. It looks for a short prefix of sub first, which the

@@ -337,3 +337,24 @@ func FuzzRender(f *testing.F) {
 		}
 	})
 }
+
+func TestCutsBounded(t *testing.T) {
+	tmpl := &Template{cuts: newCutter([]AddedToken{{Content: "<e>"}})}
+	// Contents the template does not print: after maxMisses of them no
+	// more cuts, however long the chat.
+	var msgs []Message
+	var b strings.Builder
+	for i := range 100 {
+		msgs = append(msgs, Message{Role: "user", Content: "never printed " + strings.Repeat("x", i)})
+		b.WriteString("printed<e>")
+	}
+	if got := tmpl.Cuts(b.String(), msgs, nil); len(got) != maxMisses {
+		t.Errorf("Cuts() = %d cuts, want %d (one per message until the misses run out)", len(got), maxMisses)
+	}
+	// A content past the window is not found: its message gets the next
+	// cut point after the previous cut instead.
+	far := strings.Repeat("-", searchWindow+10) + "<e>content<e>"
+	if got := tmpl.Cuts(far, []Message{{Content: "content"}}, nil); len(got) != 1 || got[0] != searchWindow+10 {
+		t.Errorf("Cuts() of a content past the window = %v, want [%d]", got, searchWindow+10)
+	}
+}
