@@ -2,7 +2,8 @@
 
 Reads one JSON object on stdin, {"cases": [case, ...]}, each case
 {"template": str, "messages": [...], "tools": [...] or null,
-"add_generation_prompt": bool, "vars": {"bos_token": ..., ...}}, and writes
+"add_generation_prompt": bool, "continue_final_message": bool,
+"vars": {"bos_token": ..., ...}}, and writes
 {"results": [{"text": str} or {"error": str}, ...]} on stdout, one result per
 case in order.
 
@@ -27,6 +28,7 @@ def render(case):
         tools=case.get("tools"),
         chat_template=case["template"],
         add_generation_prompt=bool(case.get("add_generation_prompt")),
+        continue_final_message=bool(case.get("continue_final_message")),
         **kwargs,
     )
     if isinstance(text, tuple):  # (rendered, generation_indices) in some versions

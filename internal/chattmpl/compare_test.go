@@ -97,6 +97,9 @@ func chatCases() []chatCase {
 	cases = append(cases,
 		chatCase{name: "no generation prompt", chat: Chat{Messages: []Message{sys("S"), u("Q"), a("A")}}},
 		chatCase{name: "prefill without generation prompt", chat: Chat{Messages: []Message{u("Count: "), a("1, 2,")}}},
+		chatCase{name: "continue final message", chat: Chat{Messages: []Message{sys("S"), u("Write a haiku."), a("Autumn moon ")}, ContinueFinalMessage: true}},
+		chatCase{name: "template kwargs", chat: Chat{Messages: []Message{u("Think?"), a("No."), u("Sure?")}, AddGenerationPrompt: true,
+			Kwargs: `{"enable_thinking":false,"reasoning_effort":"low"}`}},
 	)
 	return cases
 }
@@ -168,9 +171,19 @@ func TestMatchesTransformers(t *testing.T) {
 	}
 	for _, f := range files {
 		for _, c := range cases {
+			vars := map[string]any{}
+			if c.chat.Kwargs != "" {
+				if err := json.Unmarshal([]byte(c.chat.Kwargs), &vars); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for k, v := range special[f] {
+				vars[k] = v
+			}
 			pc := map[string]any{
 				"template": sources[f], "messages": pyMessages(t, c.chat.Messages),
-				"add_generation_prompt": c.chat.AddGenerationPrompt, "vars": special[f],
+				"add_generation_prompt": c.chat.AddGenerationPrompt, "continue_final_message": c.chat.ContinueFinalMessage,
+				"vars": vars,
 			}
 			if c.chat.Tools != "" {
 				pc["tools"] = json.RawMessage(c.chat.Tools)

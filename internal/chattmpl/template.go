@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode"
 
 	"github.com/ardanlabs/jinja"
 )
@@ -34,7 +35,21 @@ type Chat struct {
 	// AddGenerationPrompt ends the rendering with the assistant's header,
 	// as engines do for a chat completion.
 	AddGenerationPrompt bool
+	// ContinueFinalMessage ends the rendering inside the last message,
+	// right after its content, for the model to continue it (an assistant
+	// prefill); it cannot go with AddGenerationPrompt.
+	ContinueFinalMessage bool
+	// Kwargs are extra template variables (a request's
+	// chat_template_kwargs), a JSON object; "" for none. They cannot
+	// replace the variables above or the special tokens.
+	Kwargs string
 }
+
+// continueTag marks the end of the final message's content while
+// rendering with ContinueFinalMessage; the rendering is cut at its last
+// occurrence. It is transformers' marker, so that templates that look at
+// the content see the same text.
+const continueTag = "CONTINUE_FINAL_MESSAGE_TAG "
 
 // Options set up Compile.
 type Options struct {
@@ -128,6 +143,11 @@ func (t *Template) Render(c *Chat) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: %s", ErrRender, firstLine(err.Error()))
 	}
+	if c.ContinueFinalMessage {
+		if out, err = cutAtContinueTag(out, c.Messages[len(c.Messages)-1].Content); err != nil {
+			return "", fmt.Errorf("%w: %v", ErrRender, err)
+		}
+	}
 	if len(out) > MaxRenderedBytes {
 		return "", fmt.Errorf("%w: rendered %d bytes, more than the %d accepted", ErrRender, len(out), MaxRenderedBytes)
 	}
@@ -145,9 +165,42 @@ func renderSafe(t *jinja.Template, data map[string]jinja.Value) (out string, err
 	return t.RenderValues(data)
 }
 
+// cutAtContinueTag ends out where the final message's content ends, at the
+// last continueTag: right before it when the template kept the content's
+// spacing, else before the spacing the template's trimming left.
+func cutAtContinueTag(out, final string) (string, error) {
+	tag := strings.TrimSpace(continueTag)
+	i := strings.LastIndex(out, tag)
+	if i < 0 || !strings.Contains(out, strings.TrimSpace(final)) {
+		return "", errors.New("continue_final_message: the template does not render the final message's content as it is")
+	}
+	if strings.HasPrefix(out[i:], continueTag) {
+		return out[:i], nil
+	}
+	return strings.TrimRightFunc(out[:i], unicode.IsSpace), nil
+}
+
 // data builds the template's variables for c.
 func (t *Template) data(c *Chat) (map[string]jinja.Value, error) {
-	data := make(map[string]jinja.Value, len(t.vars)+3)
+	if c.ContinueFinalMessage {
+		switch {
+		case c.AddGenerationPrompt:
+			return nil, errors.New("continue_final_message and add_generation_prompt cannot both be set")
+		case len(c.Messages) == 0:
+			return nil, errors.New("continue_final_message with no message to continue")
+		}
+	}
+	data := make(map[string]jinja.Value, len(t.vars)+5)
+	if c.Kwargs != "" {
+		kw, err := jsonValue(c.Kwargs)
+		if err != nil || !kw.IsDict() {
+			return nil, errors.New("chat_template_kwargs: want a JSON object")
+		}
+		d := kw.AsDict()
+		for _, k := range d.Keys {
+			data[k], _ = d.Get(k)
+		}
+	}
 	for k, v := range t.vars {
 		data[k] = v
 	}
@@ -157,7 +210,11 @@ func (t *Template) data(c *Chat) (map[string]jinja.Value, error) {
 		v := jinja.NewDict()
 		d := v.AsDict()
 		d.Set("role", jinja.NewString(m.Role))
-		d.Set("content", jinja.NewString(m.Content))
+		content := m.Content
+		if c.ContinueFinalMessage && i == len(c.Messages)-1 {
+			content += continueTag
+		}
+		d.Set("content", jinja.NewString(content))
 		if m.ToolCalls != "" {
 			calls, err := toolCallsValue(m.ToolCalls)
 			if err != nil {

@@ -41,6 +41,16 @@ func TestChatTemplateRendersAndRefuses(t *testing.T) {
 	if err != nil || r.Tokens != 11 {
 		t.Errorf("Tokenize() = %+v, %v; want 11 tokens", r, err)
 	}
+	// The request's controls reach the template: without the generation
+	// prompt the last piece is "<eot>" (2 tokens), not "<eot>[assistant] ".
+	noGen, err := openai.Parse("POST", "/v1/chat/completions", "application/json",
+		[]byte(`{"model":"m","add_generation_prompt":false,"messages":[{"role":"user","content":"hello world!"}]}`), openai.Limits{MaxBodyBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := p.Tokenize(noGen, Controls{}); err != nil || r.Tokens != 8 {
+		t.Errorf("Tokenize(add_generation_prompt: false) = %+v, %v; want 8 tokens", r, err)
+	}
 	body, err := openai.Parse("POST", "/v1/chat/completions", "application/json",
 		[]byte(`{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"u"}]}`), openai.Limits{MaxBodyBytes: 1 << 20})
 	if err != nil {

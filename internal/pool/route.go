@@ -75,7 +75,8 @@ func (p *Pool) request(body *openai.Request, c Controls, r *scheduler.Request) e
 		for i, m := range body.Messages {
 			msgs[i] = tokenize.Message{Role: m.Role, Content: m.Content}
 		}
-		err = p.prompter.Messages(msgs, &prompt)
+		err = p.prompter.Chat(msgs, tokenize.ChatOptions{NoGenerationPrompt: body.NoGenerationPrompt,
+			ContinueFinalMessage: body.ContinueFinalMessage, TemplateKwargs: body.TemplateKwargs}, &prompt)
 	} else if len(body.Prompts) > 0 {
 		err = p.prompter.Text(body.Prompts[0], &prompt)
 	}

@@ -114,11 +114,32 @@ func or(v, def int) int {
 // dst.Blocks' storage. It fails when dst is nil, and when the template
 // cannot render the chat (the error wraps chattmpl.ErrRender).
 func (p *Prompter) Messages(msgs []Message, dst *Prompt) error {
+	return p.Chat(msgs, ChatOptions{}, dst)
+}
+
+// ChatOptions are a chat request's controls of its rendering (vLLM's
+// add_generation_prompt, continue_final_message, chat_template_kwargs); the
+// zero value is an ordinary chat completion.
+type ChatOptions struct {
+	// NoGenerationPrompt leaves the assistant's header (the builtin
+	// rendering's final marker) off the end.
+	NoGenerationPrompt bool
+	// ContinueFinalMessage ends the prompt inside the last message, for the
+	// model to continue it; with a template it needs NoGenerationPrompt, as
+	// vLLM requires. The builtin rendering then ends with that message.
+	ContinueFinalMessage bool
+	// TemplateKwargs are extra template variables, a JSON object; "" for
+	// none. The builtin rendering ignores them.
+	TemplateKwargs string
+}
+
+// Chat is Messages with the request's rendering controls.
+func (p *Prompter) Chat(msgs []Message, opt ChatOptions, dst *Prompt) error {
 	if dst == nil {
 		return errors.New("tokenize: Messages: nil *Prompt")
 	}
 	if p.tmpl != nil && len(msgs) > 0 {
-		return p.templated(msgs, dst)
+		return p.templated(msgs, opt, dst)
 	}
 	c := newChain(p.blockSize, dst.Blocks[:0])
 	total := 0
@@ -137,8 +158,10 @@ func (p *Prompter) Messages(msgs []Message, dst *Prompt) error {
 			total += len(toks)
 		}
 		p.putScratch(buf)
-		c.write(p.gen)
-		total += len(p.gen)
+		if !opt.NoGenerationPrompt && !opt.ContinueFinalMessage {
+			c.write(p.gen)
+			total += len(p.gen)
+		}
 	}
 	dst.Tokens = total
 	dst.Blocks = c.finish()

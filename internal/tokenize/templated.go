@@ -13,8 +13,13 @@ const pieceRole = "\x00piece"
 
 // templated renders msgs with the chat template and encodes the text piece
 // by piece (see "Chat rendering" in the package doc).
-func (p *Prompter) templated(msgs []Message, dst *Prompt) error {
-	chat := chattmpl.Chat{AddGenerationPrompt: true, Messages: make([]chattmpl.Message, 0, len(msgs))}
+func (p *Prompter) templated(msgs []Message, opt ChatOptions, dst *Prompt) error {
+	chat := chattmpl.Chat{
+		AddGenerationPrompt:  !opt.NoGenerationPrompt,
+		ContinueFinalMessage: opt.ContinueFinalMessage,
+		Kwargs:               opt.TemplateKwargs,
+		Messages:             make([]chattmpl.Message, 0, len(msgs)),
+	}
 	for i := range msgs {
 		m := &msgs[i]
 		if m.Role == RoleTools && chat.Tools == "" && len(chat.Messages) == 0 {

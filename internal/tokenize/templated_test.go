@@ -190,3 +190,57 @@ func FuzzMessagesTemplated(f *testing.F) {
 		}
 	})
 }
+
+func TestChatOptions(t *testing.T) {
+	msgs := []Message{{Role: "user", Content: "Write a haiku."}, {Role: "assistant", Content: "Autumn moon"}}
+	builtin := newPrompter(t, Bytes(), Config{})
+	var with, without, cont Prompt
+	if err := builtin.Chat(msgs, ChatOptions{}, &with); err != nil {
+		t.Fatal(err)
+	}
+	if err := builtin.Chat(msgs, ChatOptions{NoGenerationPrompt: true}, &without); err != nil {
+		t.Fatal(err)
+	}
+	if err := builtin.Chat(msgs, ChatOptions{ContinueFinalMessage: true, NoGenerationPrompt: true}, &cont); err != nil {
+		t.Fatal(err)
+	}
+	if gen := len(Bytes().Encode("<|assistant|>\n", nil)); with.Tokens-without.Tokens != gen || cont.Tokens != without.Tokens {
+		t.Errorf("builtin: %d tokens with the generation prompt, %d without, %d continuing; want a difference of %d, then equal", with.Tokens, without.Tokens, cont.Tokens, gen)
+	}
+
+	tmpl, err := chattmpl.Compile(`{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>{{ m.content }}<|eot_id|>{% endfor %}`+
+		`{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>{% if enable_thinking is defined and not enable_thinking %}<nothink>{% endif %}{% endif %}`,
+		chattmpl.Options{Added: headerAdded})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPrompter(t, Bytes(), Config{Template: tmpl, CacheEntries: -1})
+	tokens := func(opt ChatOptions) int {
+		t.Helper()
+		var got Prompt
+		if err := p.Chat(msgs, opt, &got); err != nil {
+			t.Fatalf("Chat(%+v) error = %v", opt, err)
+		}
+		return got.Tokens
+	}
+	// Pieces: "<|start_header_id|>user<|end_header_id|>Write a haiku." (54
+	// bytes), "<|eot_id|><|start_header_id|>assistant<|end_header_id|>Autumn moon"
+	// (66) and "<|eot_id|>" (10) or, continuing, nothing past the content.
+	if got := tokens(ChatOptions{NoGenerationPrompt: true}); got != 14+17+3 {
+		t.Errorf("no generation prompt: %d tokens, want 34", got)
+	}
+	if got := tokens(ChatOptions{NoGenerationPrompt: true, ContinueFinalMessage: true}); got != 14+17 {
+		t.Errorf("continue final message: %d tokens, want 31", got)
+	}
+	plain, nothink := tokens(ChatOptions{}), tokens(ChatOptions{TemplateKwargs: `{"enable_thinking": false}`})
+	if nothink-plain != 2 { // "<nothink>" adds 9 bytes to the last piece
+		t.Errorf("enable_thinking false: %d tokens, %d without; want 2 more", nothink, plain)
+	}
+	var got Prompt
+	if err := p.Chat(msgs, ChatOptions{ContinueFinalMessage: true}, &got); !errors.Is(err, chattmpl.ErrRender) {
+		t.Errorf("continue_final_message with the generation prompt: error = %v, want ErrRender (vLLM refuses both)", err)
+	}
+	if err := p.Chat(msgs, ChatOptions{TemplateKwargs: `[1]`}, &got); !errors.Is(err, chattmpl.ErrRender) {
+		t.Errorf("kwargs not an object: error = %v, want ErrRender", err)
+	}
+}
