@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -357,4 +358,31 @@ func TestCutsBounded(t *testing.T) {
 	if got := tmpl.Cuts(far, []Message{{Content: "content"}}, nil); len(got) != 1 || got[0] != searchWindow+10 {
 		t.Errorf("Cuts() of a content past the window = %v, want [%d]", got, searchWindow+10)
 	}
+}
+
+// One Template serves every request of a pool at once.
+func TestRenderConcurrent(t *testing.T) {
+	tmpl, err := Compile(`{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{{ bos_token }}{{ m.content | trim }}{% if m.tool_calls %}{{ m.tool_calls | tojson }}{% endif %}{% endfor %}{{ ns.n }}{{ tools | tojson }}`,
+		Options{Special: map[string]string{"bos_token": "<s>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				content := strings.Repeat("x", g+i%7)
+				c := Chat{Tools: `[{"n": 1}]`, Messages: []Message{{Role: "user", Content: " " + content + " "}, {Role: "assistant", ToolCalls: `[{"function": {"arguments": "{\"a\": 1}"}}]`}}}
+				got, err := tmpl.Render(&c)
+				want := `<s>` + content + `<s>[{"function": {"arguments": {"a": 1}}}]2[{"n": 1}]`
+				if err != nil || got != want {
+					t.Errorf("Render() = %q, %v; want %q", got, err, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
