@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dualmap/dualmap/internal/openai"
+	"github.com/dualmap/dualmap/internal/tokenize"
 )
 
 // chatTemplatePool is one pool whose chats render through a tokenizer
@@ -89,5 +90,33 @@ func TestChatTemplateBadTemplateFailsStartup(t *testing.T) {
 	_, err := New(parseConfig(t, fourInstances+"    chat_template: "+path+"\n"), Options{})
 	if err == nil || !strings.Contains(err.Error(), "chat.jinja") || !strings.Contains(err.Error(), "chat template") {
 		t.Errorf("New() with a template that does not parse = %v, want an error naming the file", err)
+	}
+}
+
+// What package openai flattens into a message (tools, tool calls, tool
+// call ids) reaches the template as the structured values engines pass.
+func TestChatTemplateSeesToolsAndCalls(t *testing.T) {
+	if openai.RoleTools != tokenize.RoleTools {
+		t.Fatalf("openai.RoleTools %q != tokenize.RoleTools %q", openai.RoleTools, tokenize.RoleTools)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "probe.jinja")
+	// The template reports what it sees through its exception's message.
+	probe := `{{ raise_exception(tools[0].function.name ~ '|' ~ messages[1].tool_calls[0].function.arguments.city ~ '|' ~ messages[1].content ~ '|' ~ messages[2].tool_call_id ~ '|' ~ messages[2].content ~ '|' ~ (messages | length)) }}`
+	if err := os.WriteFile(path, []byte(probe), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := startManager(t, parseConfig(t, fourInstances+"    chat_template: "+path+"\n"), false, Options{})
+	body, err := openai.Parse("POST", "/v1/chat/completions", "application/json", []byte(`{"model":"m",
+		"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}],"tool_choice":"auto",
+		"messages":[{"role":"user","content":"Weather?"},
+			{"role":"assistant","content":"Let me look.","tool_calls":[{"id":"c1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},
+			{"role":"tool","tool_call_id":"c1","content":"18C"}]}`), openai.Limits{MaxBodyBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Pools()[0].Tokenize(body, Controls{})
+	if want := "get_weather|Paris|Let me look.|c1|18C|3"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("the template saw %v, want %q", err, want)
 	}
 }
