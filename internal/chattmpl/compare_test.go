@@ -49,6 +49,7 @@ var knownDiffs = map[string]struct{ kind, why string }{
 	"meta-llama-Llama-3.2-3B-Instruct.jinja":              {differs, "tojson(indent=4) escapes <, > and & (as above)"},
 	"meta-llama-Llama-3.3-70B-Instruct.jinja":             {differs, "tojson(indent=4) escapes <, > and & (as above)"},
 	"ibm-granite-granite-3.3-2B-Instruct.jinja":           {differs, "tojson(indent=4) escapes <, > and & (as above)"},
+	"Reka-Edge.jinja":                                     {differs, "tojson(ensure_ascii=True): ardanlabs/jinja v1.8.0 ignores ensure_ascii and keeps non-ASCII text as it is"},
 }
 
 // chatCase is one chat shape, given to both renderers.
@@ -85,6 +86,11 @@ func chatCases() []chatCase {
 		{name: "whitespace", chat: Chat{Messages: []Message{sys("  padded  \n"), u("\n\nlines\n\n")}}},
 		{name: "assistant prefill", chat: Chat{Messages: []Message{u("Write a haiku."), a("Autumn moon")}}},
 		{name: "tools", chat: Chat{Messages: []Message{u("Weather in Paris?")}, Tools: weatherTools}},
+		{name: "unicode tool call", chat: Chat{Tools: weatherTools, Messages: []Message{
+			u("Wetter in Zürich? 天气"),
+			{Role: "assistant", ToolCalls: zurichCall},
+			{Role: "tool", Content: `{"temp": "18 °C"}`, ToolCallID: "call_2"},
+		}}},
 		{name: "tool call round trip", chat: Chat{Tools: weatherTools, Messages: []Message{
 			u("Weather in Paris?"),
 			{Role: "assistant", ToolCalls: weatherCall},
@@ -104,6 +110,10 @@ func chatCases() []chatCase {
 	return cases
 }
 
+const zurichCall = `[{"function":{"arguments":"{\"city\": \"Zürich\"}","name":"get_weather"},"id":"call_2","type":"function"}]`
+
+const zurichCallPy = `[{"function":{"arguments":{"city": "Zürich"},"name":"get_weather"},"id":"call_2","type":"function"}]`
+
 // weatherCallPy is weatherCall as vLLM hands it to the template: the
 // arguments string parsed into an object, key order kept.
 const weatherCallPy = `[{"function":{"arguments":{"city": "Paris", "unit": "c"},"name":"get_weather"},"id":"call_1","type":"function"}]`
@@ -118,6 +128,8 @@ func pyMessages(t *testing.T, msgs []Message) []any {
 		case "":
 		case weatherCall:
 			pm["tool_calls"] = json.RawMessage(weatherCallPy)
+		case zurichCall:
+			pm["tool_calls"] = json.RawMessage(zurichCallPy)
 		default:
 			t.Fatalf("no Python form for tool calls %s", m.ToolCalls)
 		}
