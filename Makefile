@@ -4,7 +4,7 @@ BIN     := bin/dualmap
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build build-tokenizers test unit scripts-test chart image image-oci image-test bench bench-e2e bench-peer soak lint run demo e2e e2e-gateways envoy-gateway clean jaeger llama bench-real
+.PHONY: all build build-tokenizers test unit scripts-test chattmpl-test chart image image-oci image-test bench bench-e2e bench-peer soak lint run demo e2e e2e-gateways envoy-gateway clean jaeger llama bench-real
 
 all: build
 
@@ -22,8 +22,11 @@ build-tokenizers: libtokenizers
 # test: everything CI runs. Lint, the unit tests with the race detector
 # (every fuzz target's seed corpus runs there), a build without cgo, then
 # the packages that use real tokenizers again with them, the Helm chart and
-# the container image, then the e2e suite.
-test: lint unit scripts-test nocgo test-tokenizers chart image-test e2e
+# the container image, then the e2e suite. chattmpl-test: the router's chat
+# templates against transformers' renderer (scripts/chattmpl.sh: a cached
+# virtualenv, and llama.cpp's templates from the source scripts/llama.sh
+# fetches).
+test: lint unit scripts-test chattmpl-test nocgo test-tokenizers chart image-test e2e
 
 unit:
 	$(GO) test -race -count=1 ./...
@@ -32,6 +35,13 @@ unit:
 # AIPerf venv of scripts/aiperf.sh is not needed).
 scripts-test:
 	cd scripts && PYTHONDONTWRITEBYTECODE=1 python3 -m unittest -q test_aiperf_run
+
+chattmpl-test:
+	$(GO) mod download github.com/daulet/tokenizers
+	@out=$$(bash scripts/chattmpl.sh) && \
+	DUALMAP_CHATTMPL_PYTHON="$$(echo "$$out" | tail -n 2 | head -n 1)" \
+	DUALMAP_CHATTMPL_TEMPLATES="$$(echo "$$out" | tail -n 1)" \
+	$(GO) test -count=1 -v -run 'TestMatchesTransformers' ./internal/chattmpl/
 
 # chart: helm lint and helm template of charts/dualmap with the Helm Go
 # library for every value set in charts/test/testdata/values, golden files,

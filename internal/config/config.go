@@ -153,6 +153,13 @@ type Pool struct {
 	// Metrics polls each instance's Prometheus endpoint as a second load
 	// signal (vLLM's and SGLang's queue gauges).
 	Metrics Metrics `yaml:"metrics"`
+	// ChatTemplate is how chats are rendered before they are tokenized:
+	// "auto" (the default, also for "") the model's own chat template,
+	// from chat_template.jinja or tokenizer_config.json beside Tokenizer,
+	// as vLLM and SGLang render, or the builtin rendering when there is
+	// none; "builtin" the router's own approximate rendering; a path, a
+	// tokenizer_config.json (a name ending in .json) or a Jinja template.
+	ChatTemplate string `yaml:"chat_template"`
 }
 
 // Metrics configures polling of the instances' own metrics.

@@ -27,6 +27,11 @@ type metrics struct {
 	// stateRejected mirrors the store's cumulative counters of what Redis
 	// returned and was not used as it was.
 	stateRejected *prometheus.GaugeVec // pool, reason
+	// chatTemplate is 1 for the rendering a pool's chats get: "model"
+	// (the model's chat template) or "builtin"; renderErrors counts chats
+	// the model's template refused.
+	chatTemplate *prometheus.GaugeVec   // pool, rendering
+	renderErrors *prometheus.CounterVec // pool
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -57,10 +62,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		stateErrors: counter("dualmap_state_errors_total", "Failed shared-state (Redis) operations, malformed entries and values included.", "pool"),
 		stateRejected: gauge("dualmap_state_rejected", "What the shared state (Redis) returned and this replica did not use as it was, since start, by reason: reply (connection closed at a reply beyond the size limits), malformed, oversized, clamped, ignored (untimed load hashes, heartbeats scored in the future), bad_clock (dispatch batches with absurd timestamps), panic (background rounds recovered).",
 			"pool", "reason"),
+		chatTemplate: gauge("dualmap_chat_template", "1 for how the pool renders chats before tokenizing them: rendering=\"model\", the model's own chat template (as the engine renders), or \"builtin\", the router's approximate rendering (no template found, or chat_template: builtin).",
+			"pool", "rendering"),
+		renderErrors: counter("dualmap_chat_template_errors_total", "Chat requests the model's chat template could not render (answered 400).", "pool"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.queueDepth, m.pending, m.healthy, m.queued, m.queuedTok, m.running, m.aheadCost, m.engineFull, m.upstreamErr,
-			m.hostIgnored, m.migrations, m.stateUp, m.stateDelay, m.stateLag, m.stateErrors, m.stateRejected)
+			m.hostIgnored, m.migrations, m.stateUp, m.stateDelay, m.stateLag, m.stateErrors, m.stateRejected,
+			m.chatTemplate, m.renderErrors)
 	}
 	return m
 }
@@ -72,6 +81,7 @@ func (m *metrics) initPool(name string) {
 	m.stateErrors.WithLabelValues(name)
 	m.stateLag.WithLabelValues(name)
 	m.queueDepth.WithLabelValues(name)
+	m.renderErrors.WithLabelValues(name)
 }
 
 // UpdateGauges sets the pools' gauges from their schedulers and stores

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dualmap/dualmap/internal/chattmpl"
 	"github.com/dualmap/dualmap/internal/config"
 	"github.com/dualmap/dualmap/internal/coord"
 	"github.com/dualmap/dualmap/internal/state"
@@ -183,7 +184,26 @@ func (m *Manager) newPool(pc config.Pool, store state.Store, wrap func(Scheduler
 		closeStore(store)
 		return nil, fmt.Errorf("pool %s: %w", pc.Name, err)
 	}
-	pr, err := tokenize.NewPrompter(enc, tokenize.Config{BlockSize: pc.BlockSize})
+	tmpl, err := chattmpl.Resolve(pc.ChatTemplate, pc.Tokenizer)
+	if err != nil {
+		enc.Close()
+		closeStore(store)
+		return nil, fmt.Errorf("pool %s: %w", pc.Name, err)
+	}
+	rendering := "model"
+	if tmpl.Template == nil {
+		rendering = "builtin"
+		log := m.log.Warn // a tokenizer file without its template: the tokens could have been the engine's
+		if pc.Tokenizer == "" || pc.ChatTemplate == chattmpl.SettingBuiltin {
+			log = m.log.Info
+		}
+		log("chat template: none, chats get the builtin approximate rendering (the router's tokens differ from the engine's)",
+			"pool", pc.Name, "why", tmpl.From)
+	} else {
+		m.log.Info("chat template: the model's own", "pool", pc.Name, "file", tmpl.From)
+	}
+	m.m.chatTemplate.WithLabelValues(pc.Name, rendering).Set(1)
+	pr, err := tokenize.NewPrompter(enc, tokenize.Config{BlockSize: pc.BlockSize, Template: tmpl.Template})
 	if err != nil {
 		enc.Close()
 		closeStore(store)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dualmap/dualmap/internal/chattmpl"
 	"github.com/dualmap/dualmap/internal/openai"
 	"github.com/dualmap/dualmap/internal/tokenize"
 	"github.com/dualmap/dualmap/scheduler"
@@ -74,11 +75,15 @@ func (p *Pool) request(body *openai.Request, c Controls, r *scheduler.Request) e
 		for i, m := range body.Messages {
 			msgs[i] = tokenize.Message{Role: m.Role, Content: m.Content}
 		}
-		err = p.prompter.Messages(msgs, &prompt)
+		err = p.prompter.Chat(msgs, tokenize.ChatOptions{NoGenerationPrompt: body.NoGenerationPrompt,
+			ContinueFinalMessage: body.ContinueFinalMessage, TemplateKwargs: body.TemplateKwargs}, &prompt)
 	} else if len(body.Prompts) > 0 {
 		err = p.prompter.Text(body.Prompts[0], &prompt)
 	}
 	if err != nil {
+		if errors.Is(err, chattmpl.ErrRender) {
+			p.m.m.renderErrors.WithLabelValues(p.name).Inc()
+		}
 		return fmt.Errorf("%w: %v", ErrTokenize, err)
 	}
 	*r = scheduler.Request{Blocks: prompt.Blocks, Tokens: prompt.Tokens, SLO: c.SLO, Only: c.Only, Priority: c.Priority, Session: c.Session}
