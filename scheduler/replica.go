@@ -29,6 +29,67 @@ func (s *Scheduler) SetRemoteLoad(id string, l Load) error {
 	return nil
 }
 
+// RemoteBounds fills dst, for every instance, with the most load the
+// other replicas together may count for there when replicas replicas share
+// the pool, this one included (fewer than 2 count as 2): the other
+// replicas' share, (replicas-1)/replicas, of what the instance can hold, so
+// that whatever they claim this replica keeps its own share, 1/replicas, of
+// each limit its admission rule applies. What an instance can hold:
+//
+//   - Running and Queued: its running limit (Queue.MaxRunning, else the
+//     larger of Cost.MaxSeqs and the most its engine was seen running
+//     with a queue);
+//   - PendingTokens: the admission rule's token budget (Queue.Budget, or
+//     under Queue.Adaptive the work ahead the learned cost lets through
+//     in SLOShare of the SLO), and never more than its KV capacity;
+//   - QueuedTokens: its KV capacity (Cost.KVTokens, else its cache
+//     capacity in tokens).
+//
+// A replica that claims more (a bug, or a writer of the shared store that
+// is no replica) cannot hold this replica's requests in the router: the
+// caller clamps each replica's claim and their sum to these bounds (package
+// coord does, and counts the clamps). Honest replicas are clamped only when
+// this one has less than its share in flight, and then by at most its
+// share: the instance may briefly hold up to 1/replicas more than its limit.
+func (s *Scheduler) RemoteBounds(dst map[string]Load, replicas int) {
+	replicas = max(replicas, 2)
+	share := func(v int) int { return int(int64(v) * int64(replicas-1) / int64(replicas)) }
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, in := range s.members {
+		run := s.cfg.Queue.MaxRunning
+		if run <= 0 {
+			run = max(in.est.cfg.MaxSeqs, in.engineSlots.get())
+		}
+		kv := s.cfg.Cost.KVTokens
+		if kv <= 0 {
+			kv = in.CacheTokens
+			if kv <= 0 {
+				kv = s.cfg.CacheTokens
+			}
+		}
+		pending := kv
+		if b := s.cfg.Queue.Budget; b > 0 {
+			pending = min(pending, b)
+		}
+		if a := in.est.ahead.cost(); s.cfg.Queue.Adaptive && a > 0 {
+			if t := s.aheadBudget() / a; t < float64(pending) {
+				pending = int(t)
+			}
+		}
+		dst[in.ID] = Load{Queued: share(run), QueuedTokens: share(kv), PendingTokens: share(pending), Running: share(run)}
+	}
+}
+
+// Clamp returns l with each field cut to bound's, and whether it cut any.
+func (l Load) Clamp(bound Load) (Load, bool) {
+	c := Load{
+		Queued: min(l.Queued, bound.Queued), QueuedTokens: min(l.QueuedTokens, bound.QueuedTokens),
+		PendingTokens: min(l.PendingTokens, bound.PendingTokens), Running: min(l.Running, bound.Running),
+	}
+	return c, c != l
+}
+
 // RecordCached records that instance id was sent a prompt with these
 // chained blocks by another replica at time at, as if this replica had
 // dispatched it: the blocks join the instance's cache index, and the blocks

@@ -158,3 +158,93 @@ func TestReportedCache(t *testing.T) {
 		t.Error("AddCached on an unknown instance succeeded")
 	}
 }
+
+// A replica whose heartbeat claims 5,000 of everything on every instance
+// (issue 24) holds every request in the router until it expires. Cut to
+// RemoteBounds, the claim leaves this replica its share of each limit the
+// admission rule applies: its requests are dispatched at once.
+func TestRemoteBoundsLeaveOwnShare(t *testing.T) {
+	claim := Load{Queued: 5000, QueuedTokens: 5000, PendingTokens: 5000, Running: 5000}
+	tests := []struct {
+		name string
+		cfg  Config
+		// teach prepares the scheduler (a learned cost of work ahead).
+		teach func(s *Scheduler)
+		// own is how many one-block requests this replica may then
+		// dispatch at once on the instance.
+		own int
+	}{
+		{"max running", Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 1 << 20, MaxRunning: 8}}, nil, 4},
+		{"fixed budget", Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 4096}}, nil, 4},
+		{"adaptive, step-bound engine", Config{Policy: "cache-affinity", Queue: QueueConfig{Adaptive: true}}, func(s *Scheduler) {
+			for i := range 400 { // a learned 1e-4 s per token ahead: 6,250 tokens
+				a, u := float64(i%7)*1000, float64(i%3)*1000
+				s.est.ahead.observe(a, u, 0.05+1e-4*(a+u))
+			}
+		}, 6},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, bounded := range []bool{false, true} {
+				s, _ := mustNew(t, tt.cfg, 1)
+				if tt.teach != nil {
+					tt.teach(s)
+				}
+				id := pool(1)[0].ID
+				l := claim
+				if bounded {
+					b := map[string]Load{}
+					s.RemoteBounds(b, 2)
+					var cut bool
+					if l, cut = claim.Clamp(b[id]); !cut {
+						t.Fatalf("RemoteBounds() = %+v does not cut a claim of 5,000", b[id])
+					}
+				}
+				mustLoad(t, s, id, l)
+				queued := 0
+				for i := range tt.own {
+					r := &Request{Blocks: prompt(uint64(i), uint64(i), 0, 1), Tokens: 512}
+					if d := route(t, s, r); d.Queued {
+						queued++
+					}
+				}
+				switch {
+				case bounded && queued > 0:
+					t.Errorf("with the claim cut to its bound, %d of %d requests queued, want none", queued, tt.own)
+				case !bounded && queued == 0:
+					t.Errorf("with the claim of 5,000 as it is, no request queued: the test no longer shows the attack")
+				}
+			}
+		})
+	}
+}
+
+// The bounds are the others' share of what an instance can hold, and
+// follow the replica count: (n-1)/n of the running limit, of the
+// admission budget (never more than the KV capacity) and of the KV
+// capacity.
+func TestRemoteBounds(t *testing.T) {
+	tests := []struct {
+		name     string
+		cfg      Config
+		replicas int
+		want     Load
+	}{
+		{"defaults, 2 replicas", Config{}, 2, Load{Queued: 128, QueuedTokens: 600_000, PendingTokens: 600_000, Running: 128}},
+		{"fewer than 2 count as 2", Config{}, 0, Load{Queued: 128, QueuedTokens: 600_000, PendingTokens: 600_000, Running: 128}},
+		{"max running, 4 replicas", Config{Queue: QueueConfig{Budget: 1000, MaxRunning: 8}}, 4, Load{Queued: 6, QueuedTokens: 900_000, PendingTokens: 750, Running: 6}},
+		{"kv tokens", Config{Cost: CostConfig{KVTokens: 40_000, MaxSeqs: 64}}, 2, Load{Queued: 32, QueuedTokens: 20_000, PendingTokens: 20_000, Running: 32}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _ := mustNew(t, tt.cfg, 2)
+			got := map[string]Load{}
+			s.RemoteBounds(got, tt.replicas)
+			for _, in := range pool(2) {
+				if got[in.ID] != tt.want {
+					t.Errorf("RemoteBounds(%d)[%s] = %+v, want %+v", tt.replicas, in.ID, got[in.ID], tt.want)
+				}
+			}
+		})
+	}
+}

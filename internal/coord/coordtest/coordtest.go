@@ -6,6 +6,7 @@ package coordtest
 
 import (
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -56,6 +57,8 @@ type Scheduler struct {
 	plan    []scheduler.Move
 	applied []scheduler.Move
 	cached  []Cached
+	bound   *scheduler.Load // per replica's share; nil: unbounded
+	asked   int             // the replicas count of the last RemoteBounds
 }
 
 var _ coord.Scheduler = (*Scheduler)(nil)
@@ -72,6 +75,36 @@ func (s *Scheduler) SetLocal(id string, l scheduler.Load) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.local[id] = l
+}
+
+// SetBound makes RemoteBounds report b for every instance, whatever the
+// number of replicas (NewScheduler's is no bound at all).
+func (s *Scheduler) SetBound(b scheduler.Load) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bound = &b
+}
+
+// BoundsAsked returns the replica count the last RemoteBounds call was
+// given (0 before any).
+func (s *Scheduler) BoundsAsked() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.asked
+}
+
+// RemoteBounds implements coord.Scheduler: SetBound's bound, or none.
+func (s *Scheduler) RemoteBounds(dst map[string]scheduler.Load, replicas int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.asked = replicas
+	b := scheduler.Load{Queued: math.MaxInt, QueuedTokens: math.MaxInt, PendingTokens: math.MaxInt, Running: math.MaxInt}
+	if s.bound != nil {
+		b = *s.bound
+	}
+	for _, id := range s.ids {
+		dst[id] = b
+	}
 }
 
 // SetPlan sets the moves Plan returns.
