@@ -27,6 +27,10 @@ type metrics struct {
 	// stateRejected mirrors the store's cumulative counters of what Redis
 	// returned and was not used as it was.
 	stateRejected *prometheus.GaugeVec // pool, reason
+	// remoteClamped mirrors the coordinator's counts of other replicas'
+	// load records cut to what the instances can hold (at most 32
+	// replicas by name, then "other"; "(sum)" for the sum of them).
+	remoteClamped *prometheus.GaugeVec // pool, replica
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -57,10 +61,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		stateErrors: counter("dualmap_state_errors_total", "Failed shared-state (Redis) operations, malformed entries and values included.", "pool"),
 		stateRejected: gauge("dualmap_state_rejected", "What the shared state (Redis) returned and this replica did not use as it was, since start, by reason: reply (connection closed at a reply beyond the size limits), malformed, oversized, clamped, ignored (untimed load hashes, heartbeats scored in the future), bad_clock (dispatch batches with absurd timestamps), panic (background rounds recovered).",
 			"pool", "reason"),
+		remoteClamped: gauge("dualmap_remote_load_clamped", "Other replicas' load records cut, since start, to what the instances can hold before they counted (their share of each instance's running limit, admission budget and KV capacity), by replica (at most 32 by name, then other; (sum) for heartbeats whose sum over replicas was cut).",
+			"pool", "replica"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.queueDepth, m.pending, m.healthy, m.queued, m.queuedTok, m.running, m.aheadCost, m.engineFull, m.upstreamErr,
-			m.hostIgnored, m.migrations, m.stateUp, m.stateDelay, m.stateLag, m.stateErrors, m.stateRejected)
+			m.hostIgnored, m.migrations, m.stateUp, m.stateDelay, m.stateLag, m.stateErrors, m.stateRejected, m.remoteClamped)
 	}
 	return m
 }
@@ -99,6 +105,13 @@ func (m *Manager) UpdateGauges() {
 			"clamped": st.Clamped, "ignored": st.Ignored, "bad_clock": st.BadClock, "panic": st.Panics,
 		} {
 			m.m.stateRejected.WithLabelValues(p.name, reason).Set(float64(n))
+		}
+		cs := p.coord.Stats()
+		for replica, n := range cs.ClampedBy {
+			m.m.remoteClamped.WithLabelValues(p.name, replica).Set(float64(n))
+		}
+		if cs.ClampedSums > 0 {
+			m.m.remoteClamped.WithLabelValues(p.name, "(sum)").Set(float64(cs.ClampedSums))
 		}
 		m.m.queueDepth.WithLabelValues(p.name).Set(float64(p.sched.QueueLen()))
 		members := p.sched.Instances()

@@ -53,6 +53,7 @@ func newCoordinator(c config.Config, p *Pool, tick time.Duration, now func() tim
 		Heartbeat: c.State.Redis.Heartbeat,
 		LeaseTTL:  2 * tick,
 		Now:       now,
+		Logger:    p.m.log.With("pool", p.name),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %w", p.name, err)
