@@ -546,17 +546,30 @@ func (s *Scheduler) SetInstances(list []Instance) error {
 	members := make([]*instance, len(list))
 	ids := make([]string, len(list))
 	weights := make([]float64, len(list))
+	// Only the arcs of members that came, went or changed weight change
+	// on the rings (ring.rebuild): remap takes the kept members' points
+	// from their old index to the new one, added lists the others.
+	remap := make([]int32, len(s.members))
+	for i := range remap {
+		remap[i] = -1
+	}
+	var added []int32
 	for i, spec := range list {
 		keep[spec.ID] = true
 		in := s.byID[spec.ID]
 		if in == nil {
 			s.seq++
-			in = &instance{Instance: Instance{ID: spec.ID}, healthy: true, seq: s.seq}
+			in = &instance{Instance: Instance{ID: spec.ID}, healthy: true, seq: s.seq, idx: -1}
 			in.est = s.est
 			if s.cfg.Cost.PerInstance {
 				in.est = newEstimator(&s.cfg.Cost, s.est.cost(), s.est.stepScale())
 			}
 			s.byID[spec.ID] = in
+		}
+		if in.idx >= 0 && pointCount(in.Weight, s.cfg.VirtualNodes) == pointCount(spec.Weight, s.cfg.VirtualNodes) {
+			remap[in.idx] = int32(i)
+		} else {
+			added = append(added, int32(i))
 		}
 		// Not in.Instance = spec: pickers read in.ID without a lock.
 		in.Weight, in.CacheTokens = spec.Weight, spec.CacheTokens
@@ -571,17 +584,30 @@ func (s *Scheduler) SetInstances(list []Instance) error {
 			in.kv.setCapacity(capTokens / s.cfg.BlockSize)
 		}
 		in.mu.Unlock()
-		in.idx = i
 		members[i] = in
 		ids[i], weights[i] = spec.ID, spec.Weight
+	}
+	same := len(added) == 0 && len(list) == len(s.members) && s.rings != nil
+	for o, m := range remap {
+		same = same && m == int32(o)
+	}
+	for i, in := range members {
+		in.idx = i
+	}
+	if !same {
+		rs := s.rings
+		if rs == nil {
+			e := emptyRingSet(s.cfg.Candidates)
+			rs = &e
+		}
+		rings := rs.rebuild(remap, added, ids, weights, s.cfg.VirtualNodes)
+		s.rings = &rings
 	}
 	s.members = members
 	s.index = make(map[string]int32, len(members))
 	for i, in := range members {
 		s.index[in.ID] = int32(i)
 	}
-	rings := newRingSet(s.cfg.Candidates, ids, weights, s.cfg.VirtualNodes)
-	s.rings = &rings
 	s.added = make([]int, len(members))
 	s.refreshReady()
 	// Removed members take no more requests; their queues are re-routed.
