@@ -531,14 +531,24 @@ func (s *Scheduler) ImportKeyDepth(st KeyDepthState) {
 	}
 }
 
+// ValidateInstances reports the first reason SetInstances would refuse
+// list (an empty or repeated id, a weight that is not a finite number >= 0,
+// a negative cache capacity), without changing anything.
+func ValidateInstances(list []Instance) error {
+	if err := validateInstances(list); err != nil {
+		return fmt.Errorf("scheduler: %w", err)
+	}
+	return nil
+}
+
 // SetInstances makes list the pool. Members keep their state (queues,
 // cache index, learned cost) by id; new ones start empty; requests queued
 // for a removed member are re-routed to their new pair (dispatched, or
 // failed if no instance is ready; their waiters are told). Requests already dispatched to a
 // removed member are unaffected: finish them as usual.
 func (s *Scheduler) SetInstances(list []Instance) error {
-	if err := validateInstances(list); err != nil {
-		return fmt.Errorf("scheduler: %w", err)
+	if err := ValidateInstances(list); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -648,7 +658,11 @@ func (s *Scheduler) setFlag(id string, set func(*instance)) error {
 	if in == nil {
 		return fmt.Errorf("%w %q", ErrUnknownInstance, id)
 	}
+	healthy, draining := in.healthy, in.draining
 	set(in)
+	if in.healthy == healthy && in.draining == draining {
+		return nil // nothing changed: no new picker (a membership source repeats every flag)
+	}
 	s.refreshReady()
 	if !in.ready() {
 		in.mu.Lock()
