@@ -3,6 +3,8 @@ package extproc
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -104,4 +106,57 @@ state:
 	if !slices.Contains(series, "attacker") {
 		t.Errorf("dualmap_remote_load_clamped replicas with clamps = %v, want attacker among them", series)
 	}
+}
+
+// With state.redis.record_key_file, the same forged heartbeat, written
+// without the key, does not count at all: the router's remote load stays
+// zero and the refused records are counted as unsigned.
+func TestForgedReplicaLoadRefusedWithRecordKeys(t *testing.T) {
+	addr := redisServer(t)
+	keyFile := filepath.Join(t.TempDir(), "record-keys")
+	if err := os.WriteFile(keyFile, []byte("a-record-key-of-32-bytes-or-so..\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{healthyInstance(t), healthyInstance(t)}
+	cfg := parseConfig(t, fmt.Sprintf(`
+pools:
+  - instances: [{address: %q}, {address: %q}]
+limits: {max_running: 4, max_queue_wait: 1s}
+state:
+  backend: redis
+  redis: {addrs: [%q], heartbeat: 50ms, record_key_file: %q}
+`, ids[0], ids[1], addr, keyFile))
+	ts := start(t, cfg, true)
+	fake := coordtest.NewScheduler(ids...)
+	for _, id := range ids {
+		fake.SetLocal(id, scheduler.Load{Queued: 5000, QueuedTokens: 5000, PendingTokens: 5000, Running: 5000})
+	}
+	st, err := state.NewRedis(state.RedisOptions{Addrs: []string{addr}, Prefix: "dualmap", Pool: "default", Replica: "attacker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	co, err := coord.New(st, fake, coord.Options{Heartbeat: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = st.Run(ctx, co) })
+	defer func() { cancel(); wg.Wait() }()
+
+	p := ts.srv.pools.Pools()[0]
+	waitFor(t, "the router refuses the attacker's unsigned records twice", func() bool { return p.Store().Stats().Unsigned >= 2 })
+	for _, in := range p.Instances() {
+		if in.Remote != (scheduler.Load{}) {
+			t.Errorf("instance %s remote load = %+v, want none (the only other replica's records are unsigned)", in.ID, in.Remote)
+		}
+	}
+	c := ts.open(t)
+	r := ts.post(t, c, "/v1/chat/completions", chat("m", "question", false))
+	if dest := setHeader(r.GetRequestBody().GetResponse().GetHeaderMutation(), "x-gateway-destination-endpoint"); dest == "" {
+		t.Fatalf("request got no destination: %v", r)
+	}
+	c.responseHeaders(t, "200")
+	c.close()
 }

@@ -33,11 +33,15 @@ func newStore(c config.Config, pool string, opt Options, log *slog.Logger) (stat
 	if err != nil {
 		return nil, err
 	}
+	keys, err := c.RedisRecordKeys()
+	if err != nil {
+		return nil, err
+	}
 	r := c.State.Redis
 	ro := state.RedisOptions{
 		Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username, Password: pw, DB: r.DB,
 		SentinelUsername: r.SentinelUsername, SentinelPassword: spw, TLS: tc,
-		Prefix: r.KeyPrefix, Pool: pool, Replica: opt.Replica, Logger: log,
+		Prefix: r.KeyPrefix, Pool: pool, Replica: opt.Replica, Logger: log, RecordKeys: keys,
 	}
 	st, err := state.NewRedis(ro)
 	if err != nil {
