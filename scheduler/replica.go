@@ -29,38 +29,34 @@ func (s *Scheduler) SetRemoteLoad(id string, l Load) error {
 	return nil
 }
 
-// RemoteBounds fills dst, for every instance, with the most load the
-// other replicas together may count for there when replicas replicas share
-// the pool, this one included (fewer than 2 count as 2): the other
-// replicas' share, (replicas-1)/replicas, of what the instance can hold, so
-// that whatever they claim this replica keeps its own share, 1/replicas, of
-// each limit its admission rule applies. What an instance can hold:
+// Another replica's load can hold this replica's requests in the router
+// (issue 24: a writer of the shared store heartbeating 5,000 of everything
+// on every instance made every request wait and fail). Two bounds keep
+// that within what honest replicas could do:
 //
-//   - Running and Queued: its running limit (Queue.MaxRunning, else the
-//     larger of Cost.MaxSeqs and the most its engine was seen running
-//     with a queue);
-//   - PendingTokens: the admission rule's token budget (Queue.Budget, or
-//     under Queue.Adaptive the work ahead the learned cost lets through
-//     in SLOShare of the SLO), and never more than its KV capacity;
-//   - QueuedTokens: its KV capacity (Cost.KVTokens, else its cache
+//   - RemoteBounds is what an instance can hold at all: the caller cuts
+//     each replica's claim, and their sum, to it before SetRemoteLoad
+//     (package coord does, and counts the cuts). Running and Queued: its
+//     running limit (Queue.MaxRunning, else the larger of Cost.MaxSeqs and
+//     the most its engine was seen running with a queue); PendingTokens
+//     and QueuedTokens: its KV capacity (Cost.KVTokens, else its cache
 //     capacity in tokens).
-//
-// A replica that claims more (a bug, or a writer of the shared store that
-// is no replica) cannot hold this replica's requests in the router: the
-// caller clamps each replica's claim and their sum to these bounds (package
-// coord does, and counts the clamps). Honest replicas are clamped only when
-// this one has less than its share in flight, and then by at most its
-// share: the instance may briefly hold up to 1/replicas more than its limit.
-func (s *Scheduler) RemoteBounds(dst map[string]Load, replicas int) {
-	replicas = max(replicas, 2)
-	share := func(v int) int { return int(int64(v) * int64(replicas-1) / int64(replicas)) }
+//   - With SetReplicas(n), n >= 2, the admission rule counts the others'
+//     running requests and pending prefill for at most their share,
+//     (n-1)/n, of each limit it applies (Queue.MaxRunning, Queue.Budget,
+//     the adaptive rule's token budget at the learned cost), so that this
+//     replica always has its own share, 1/n: whatever the others claim,
+//     it dispatches that much. An instance may then hold up to 1/n more
+//     than a limit when honest replicas are unevenly loaded; estimates and
+//     rebalancing read the others' load as reported (within RemoteBounds).
+
+// RemoteBounds fills dst, for every instance, with the most load the
+// other replicas together can hold there (see above).
+func (s *Scheduler) RemoteBounds(dst map[string]Load) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, in := range s.members {
-		run := s.cfg.Queue.MaxRunning
-		if run <= 0 {
-			run = max(in.est.cfg.MaxSeqs, in.engineSlots.get())
-		}
+		run := s.runLimit(in)
 		kv := s.cfg.Cost.KVTokens
 		if kv <= 0 {
 			kv = in.CacheTokens
@@ -68,17 +64,35 @@ func (s *Scheduler) RemoteBounds(dst map[string]Load, replicas int) {
 				kv = s.cfg.CacheTokens
 			}
 		}
-		pending := kv
-		if b := s.cfg.Queue.Budget; b > 0 {
-			pending = min(pending, b)
-		}
-		if a := in.est.ahead.cost(); s.cfg.Queue.Adaptive && a > 0 {
-			if t := s.aheadBudget() / a; t < float64(pending) {
-				pending = int(t)
-			}
-		}
-		dst[in.ID] = Load{Queued: share(run), QueuedTokens: share(kv), PendingTokens: share(pending), Running: share(run)}
+		dst[in.ID] = Load{Queued: run, QueuedTokens: kv, PendingTokens: kv, Running: run}
 	}
+}
+
+// runLimit is what instance in runs at once as far as the scheduler knows.
+func (s *Scheduler) runLimit(in *instance) int {
+	if m := s.cfg.Queue.MaxRunning; m > 0 {
+		return m
+	}
+	return max(in.est.cfg.MaxSeqs, in.engineSlots.get())
+}
+
+// SetReplicas records that n replicas share the pool, this one included
+// (the admission rule leaves this one 1/n of each limit; see above). Fewer
+// than 2 turn the share off: the others' load counts whole, as before any
+// call.
+func (s *Scheduler) SetReplicas(n int) { s.replicas.Store(int64(n)) }
+
+// othersShare returns v, the others' figure against limit, cut to their
+// share of it under SetReplicas (v itself without one, or without a limit).
+func (s *Scheduler) othersShare(v int, limit float64) int {
+	n := s.replicas.Load()
+	if n < 2 || !(limit > 0) || math.IsInf(limit, 0) {
+		return v
+	}
+	if c := limit * float64(n-1) / float64(n); float64(v) > c {
+		return int(c)
+	}
+	return v
 }
 
 // Clamp returns l with each field cut to bound's, and whether it cut any.

@@ -161,9 +161,10 @@ func TestReportedCache(t *testing.T) {
 
 // A replica whose heartbeat claims 5,000 of everything on every instance
 // (issue 24) holds every request in the router until it expires. Cut to
-// RemoteBounds, the claim leaves this replica its share of each limit the
-// admission rule applies: its requests are dispatched at once.
-func TestRemoteBoundsLeaveOwnShare(t *testing.T) {
+// RemoteBounds and counted for the others' share (SetReplicas), the claim
+// leaves this replica its share of each limit the admission rule applies:
+// its requests are dispatched at once.
+func TestRemoteLoadLeavesOwnShare(t *testing.T) {
 	claim := Load{Queued: 5000, QueuedTokens: 5000, PendingTokens: 5000, Running: 5000}
 	tests := []struct {
 		name string
@@ -171,7 +172,7 @@ func TestRemoteBoundsLeaveOwnShare(t *testing.T) {
 		// teach prepares the scheduler (a learned cost of work ahead).
 		teach func(s *Scheduler)
 		// own is how many one-block requests this replica may then
-		// dispatch at once on the instance.
+		// dispatch at once on the instance, with two replicas.
 		own int
 	}{
 		{"max running", Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 1 << 20, MaxRunning: 8}}, nil, 4},
@@ -182,6 +183,7 @@ func TestRemoteBoundsLeaveOwnShare(t *testing.T) {
 				s.est.ahead.observe(a, u, 0.05+1e-4*(a+u))
 			}
 		}, 6},
+		{"adaptive, max running", Config{Policy: "cache-affinity", Queue: QueueConfig{Adaptive: true, MaxRunning: 6}}, nil, 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -194,57 +196,68 @@ func TestRemoteBoundsLeaveOwnShare(t *testing.T) {
 				l := claim
 				if bounded {
 					b := map[string]Load{}
-					s.RemoteBounds(b, 2)
-					var cut bool
-					if l, cut = claim.Clamp(b[id]); !cut {
-						t.Fatalf("RemoteBounds() = %+v does not cut a claim of 5,000", b[id])
-					}
+					s.RemoteBounds(b)
+					l, _ = claim.Clamp(b[id])
+					s.SetReplicas(2)
 				}
 				mustLoad(t, s, id, l)
 				queued := 0
-				for i := range tt.own {
+				for i := range tt.own + 1 {
 					r := &Request{Blocks: prompt(uint64(i), uint64(i), 0, 1), Tokens: 512}
-					if d := route(t, s, r); d.Queued {
+					if d := route(t, s, r); d.Queued && i < tt.own {
 						queued++
+					} else if !d.Queued && i == tt.own && bounded {
+						t.Errorf("request %d dispatched beyond this replica's share of %d", i, tt.own)
 					}
 				}
 				switch {
 				case bounded && queued > 0:
-					t.Errorf("with the claim cut to its bound, %d of %d requests queued, want none", queued, tt.own)
+					t.Errorf("with the claim bounded, %d of %d requests queued, want none", queued, tt.own)
 				case !bounded && queued == 0:
-					t.Errorf("with the claim of 5,000 as it is, no request queued: the test no longer shows the attack")
+					t.Errorf("with the claim of 5,000 counted whole, no request queued: the test no longer shows the attack")
 				}
 			}
 		})
 	}
 }
 
-// The bounds are the others' share of what an instance can hold, and
-// follow the replica count: (n-1)/n of the running limit, of the
-// admission budget (never more than the KV capacity) and of the KV
+// RemoteBounds is what an instance can hold: its running limit and its KV
 // capacity.
 func TestRemoteBounds(t *testing.T) {
 	tests := []struct {
-		name     string
-		cfg      Config
-		replicas int
-		want     Load
+		name string
+		cfg  Config
+		want Load
 	}{
-		{"defaults, 2 replicas", Config{}, 2, Load{Queued: 128, QueuedTokens: 600_000, PendingTokens: 600_000, Running: 128}},
-		{"fewer than 2 count as 2", Config{}, 0, Load{Queued: 128, QueuedTokens: 600_000, PendingTokens: 600_000, Running: 128}},
-		{"max running, 4 replicas", Config{Queue: QueueConfig{Budget: 1000, MaxRunning: 8}}, 4, Load{Queued: 6, QueuedTokens: 900_000, PendingTokens: 750, Running: 6}},
-		{"kv tokens", Config{Cost: CostConfig{KVTokens: 40_000, MaxSeqs: 64}}, 2, Load{Queued: 32, QueuedTokens: 20_000, PendingTokens: 20_000, Running: 32}},
+		{"defaults", Config{}, Load{Queued: 256, QueuedTokens: 1_200_000, PendingTokens: 1_200_000, Running: 256}},
+		{"max running", Config{Queue: QueueConfig{Budget: 1000, MaxRunning: 8}}, Load{Queued: 8, QueuedTokens: 1_200_000, PendingTokens: 1_200_000, Running: 8}},
+		{"kv tokens, max seqs", Config{Cost: CostConfig{KVTokens: 40_000, MaxSeqs: 64}}, Load{Queued: 64, QueuedTokens: 40_000, PendingTokens: 40_000, Running: 64}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, _ := mustNew(t, tt.cfg, 2)
 			got := map[string]Load{}
-			s.RemoteBounds(got, tt.replicas)
+			s.RemoteBounds(got)
 			for _, in := range pool(2) {
 				if got[in.ID] != tt.want {
-					t.Errorf("RemoteBounds(%d)[%s] = %+v, want %+v", tt.replicas, in.ID, got[in.ID], tt.want)
+					t.Errorf("RemoteBounds()[%s] = %+v, want %+v", in.ID, got[in.ID], tt.want)
 				}
 			}
 		})
+	}
+}
+
+// SetReplicas below 2 counts the others' load whole again.
+func TestSetReplicasOff(t *testing.T) {
+	s, _ := mustNew(t, Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 1 << 20, MaxRunning: 2}}, 1)
+	id := pool(1)[0].ID
+	mustLoad(t, s, id, Load{Running: 2})
+	s.SetReplicas(2)
+	if d := route(t, s, req(prompt(1, 1, 0, 1))); d.Queued {
+		t.Fatal("with 2 replicas, the first request of this one queued behind the other's 2 running, want it dispatched (its share is 1)")
+	}
+	s.SetReplicas(1)
+	if d := route(t, s, req(prompt(2, 2, 0, 1))); !d.Queued {
+		t.Error("with SetReplicas(1), a request dispatched with 3 running on a limit of 2, want it queued")
 	}
 }

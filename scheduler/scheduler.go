@@ -157,6 +157,8 @@ type Scheduler struct {
 	stats stats
 	est   *estimator // the pool's per-token cost (Cost.PerInstance: each instance has its own)
 
+	replicas atomic.Int64 // SetReplicas
+
 	kdMu sync.Mutex // guards kd's counts and splits (its configuration is immutable)
 	kd   *keyDepth
 	spin atomic.Uint64 // the next variant of a replicated key (see hotprefix.go)

@@ -13,11 +13,13 @@ import (
 // more than an instance can hold (a bug, or a writer of the shared store
 // that is no replica: issue 24) would otherwise hold this replica's
 // requests in its router queue for as long as it is rewritten. So every
-// peer's claim, and then their sum, is cut to the scheduler's RemoteBounds
-// for the number of replicas seen: the others' share of each instance's
-// limits, leaving this replica its own. Clamps are counted per replica
-// (ClampedBy, at most maxClampLabels replicas by name, the rest as
-// "other") and logged at most once per clampLogEvery.
+// peer's claim, and then their sum, is cut to the scheduler's
+// RemoteBounds (what an instance can hold at all), and the scheduler is
+// told how many replicas were seen (SetReplicas: its admission rule then
+// counts the others for their share of each limit, leaving this replica
+// its own). Clamps are counted per replica (ClampedBy, at most
+// maxClampLabels replicas by name, the rest as "other") and logged at most
+// once per clampLogEvery.
 
 // maxClampLabels bounds the replica names Stats.ClampedBy holds (and so
 // the series a metric built on it has); later ones count as "other".

@@ -52,8 +52,8 @@ func TestRemoteLoadClamped(t *testing.T) {
 	if got := me.Remote()["i1"]; got != (scheduler.Load{}) {
 		t.Errorf("remote i1 = %+v, want zero (nobody reports)", got)
 	}
-	if got := me.BoundsAsked(); got != 3 {
-		t.Errorf("RemoteBounds asked for %d replicas, want 3 (two peers and this one)", got)
+	if got := me.Replicas(); got != 3 {
+		t.Errorf("SetReplicas(%d), want 3 (two peers and this one)", got)
 	}
 	st := c.Stats()
 	if fmt.Sprint(st.ClampedBy) != "map[liar:1]" || st.ClampedSums != 1 {

@@ -32,9 +32,11 @@ type Scheduler interface {
 	Plan() []scheduler.Move
 	Apply(moves []scheduler.Move) int
 	// RemoteBounds fills dst with the most load the other replicas
-	// together may count for on each instance when replicas replicas
-	// share the pool (see scheduler.Scheduler.RemoteBounds).
-	RemoteBounds(dst map[string]scheduler.Load, replicas int)
+	// together can hold on each instance; SetReplicas tells it how many
+	// replicas share the pool, this one included (see
+	// scheduler.Scheduler.RemoteBounds).
+	RemoteBounds(dst map[string]scheduler.Load)
+	SetReplicas(n int)
 }
 
 // Options configures a Coordinator. Zero values mean the defaults written
@@ -264,7 +266,8 @@ func (c *Coordinator) setVersion(v int64) {
 func (c *Coordinator) applyLoads(peers []Peer) {
 	clear(c.remote)
 	clear(c.bounds)
-	c.s.RemoteBounds(c.bounds, len(peers)+1)
+	c.s.RemoteBounds(c.bounds)
+	c.s.SetReplicas(len(peers) + 1)
 	now := c.opt.Now()
 	for _, p := range peers {
 		cut := false
@@ -312,6 +315,7 @@ func (c *Coordinator) expire() {
 		return
 	}
 	c.st.replicas.Store(0)
+	c.s.SetReplicas(1)
 	for id := range c.local {
 		_ = c.s.SetRemoteLoad(id, scheduler.Load{}) // a zero load is always valid for a known id
 	}

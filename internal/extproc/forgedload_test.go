@@ -63,8 +63,8 @@ state:
 		return true
 	})
 	for _, in := range p.Instances() {
-		if in.Remote.Running >= 4 || in.Remote.PendingTokens > 600_000 {
-			t.Errorf("instance %s remote load = %+v, want it cut below the running limit of 4", in.ID, in.Remote)
+		if in.Remote.Running > 4 || in.Remote.Queued > 4 || in.Remote.PendingTokens > 1_200_000 {
+			t.Errorf("instance %s remote load = %+v, want it cut to the running limit of 4 and the cache capacity", in.ID, in.Remote)
 		}
 	}
 	for i := range 6 {

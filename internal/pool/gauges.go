@@ -61,7 +61,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		stateErrors: counter("dualmap_state_errors_total", "Failed shared-state (Redis) operations, malformed entries and values included.", "pool"),
 		stateRejected: gauge("dualmap_state_rejected", "What the shared state (Redis) returned and this replica did not use as it was, since start, by reason: reply (connection closed at a reply beyond the size limits), malformed, oversized, clamped, ignored (untimed load hashes, heartbeats scored in the future), bad_clock (dispatch batches with absurd timestamps), panic (background rounds recovered), unsigned (with state.redis.record_key_file: replica load records that did not open under the keys).",
 			"pool", "reason"),
-		remoteClamped: gauge("dualmap_remote_load_clamped", "Other replicas' load records cut, since start, to what the instances can hold before they counted (their share of each instance's running limit, admission budget and KV capacity), by replica (at most 32 by name, then other; (sum) for heartbeats whose sum over replicas was cut).",
+		remoteClamped: gauge("dualmap_remote_load_clamped", "Other replicas' load records cut, since start, to what the instances can hold before they counted (an instance's running limit and KV capacity), by replica (at most 32 by name, then other; (sum) for heartbeats whose sum over replicas was cut).",
 			"pool", "replica"),
 	}
 	if reg != nil {

@@ -106,11 +106,11 @@ func TestHostileValues(t *testing.T) {
 		t.Errorf("propagation last %v, p99 %v; want within [0, 1s]", st.PropagationLast, st.PropagationP99)
 	}
 	bounds := map[string]scheduler.Load{}
-	r.sched.RemoteBounds(bounds, 2) // eve and the victim
+	r.sched.RemoteBounds(bounds)
 	for id, l := range r.remote() {
 		// eve alone counts: ghost is dropped, mallory has no expiry; her
-		// load is clamped here, then cut to the others' share of what
-		// the instance holds (package coord).
+		// load is clamped here, then to what the instance can hold
+		// (package coord).
 		want, _ := scheduler.Load{Queued: maxReqs, QueuedTokens: maxTokens, PendingTokens: maxTokens, Running: maxReqs}.Clamp(bounds[id])
 		if l != want {
 			t.Errorf("remote load of %s = %+v, want %+v", id, l, want)
