@@ -86,12 +86,13 @@ func (p *Pool) changedMembers() {
 	}
 	d := p.m.memberDelay
 	now := time.Now()
-	if wait := p.applied.Add(d).Sub(now); d <= 0 || wait <= 0 {
+	wait := p.applied.Add(d).Sub(now)
+	if d <= 0 || wait <= 0 {
 		p.applyMembers(now)
 		return
 	}
 	var t *time.Timer
-	t = time.AfterFunc(p.applied.Add(d).Sub(now), func() {
+	t = time.AfterFunc(wait, func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.pending != t || p.closed {

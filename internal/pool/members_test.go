@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dualmap/dualmap/internal/config"
 	"github.com/dualmap/dualmap/internal/xds"
 	"github.com/dualmap/dualmap/scheduler"
 )
@@ -102,6 +103,39 @@ func TestMembershipBurstCoalesced(t *testing.T) {
 		if want := st.ID != last[0].Address; st.Healthy != want {
 			t.Errorf("instance %s healthy = %v, want %v (the probe's verdict, given before it was applied)", st.ID, st.Healthy, want)
 		}
+	}
+}
+
+// Resolved addresses (DNS) and reloaded static lists take the same path:
+// a burst of them applies its first at once and then only its last.
+func TestMembershipDNSAndReloadCoalesced(t *testing.T) {
+	var spy *countingScheduler
+	m := startManager(t, parseConfig(t, xdsOnly), false, Options{
+		MembershipDelay: time.Hour,
+		Wrap: func(s Scheduler) Scheduler {
+			spy = &countingScheduler{Scheduler: s}
+			return spy
+		},
+	})
+	p := m.Pools()[0]
+	for i := range 10 {
+		addrs := addrs(endpoints(i*10, 3))
+		if err := p.setMembers(nil, &addrs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	static := []config.Instance{{Address: "10.2.0.1:8000", Weight: 2}}
+	if err := p.setMembers(&static, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := spy.sets.Load(); n != 1 {
+		t.Errorf("%d applies during the burst, want 1 (its first)", n)
+	}
+	p.flushMembers()
+	want := append(addrs(endpoints(90, 3)), "10.2.0.1:8000")
+	slices.Sort(want)
+	if got := memberIDs(p); !slices.Equal(got, want) || spy.sets.Load() != 2 {
+		t.Errorf("after the burst: members %v in %d applies, want %v in 2", got, spy.sets.Load(), want)
 	}
 }
 
