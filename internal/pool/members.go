@@ -104,17 +104,6 @@ func (p *Pool) changedMembers() {
 	p.pending = t
 }
 
-// flushMembers applies a scheduled change at once (Close, tests).
-func (p *Pool) flushMembers() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.pending != nil {
-		p.pending.Stop()
-		p.pending = nil
-		p.applyMembers(time.Now())
-	}
-}
-
 // stopMembers drops a scheduled change and refuses later ones (Close).
 func (p *Pool) stopMembers() {
 	p.mu.Lock()
@@ -132,7 +121,6 @@ func (p *Pool) stopMembers() {
 // Call with p.mu held.
 func (p *Pool) applyMembers(now time.Time) {
 	p.applied = now
-	p.applies++
 	list := p.memberList()
 	keep := make(map[string]bool, len(list))
 	for _, in := range list {

@@ -12,6 +12,17 @@ import (
 	"github.com/dualmap/dualmap/scheduler"
 )
 
+// flushMembers applies a scheduled change at once as if the delay had passed.
+func (p *Pool) flushMembers() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pending != nil {
+		p.pending.Stop()
+		p.pending = nil
+		p.applyMembers(time.Now())
+	}
+}
+
 // countingScheduler counts SetInstances calls.
 type countingScheduler struct {
 	Scheduler

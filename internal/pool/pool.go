@@ -129,11 +129,10 @@ type Pool struct {
 	health map[string]*healthState // by instance address
 	// The coalescing of membership changes (members.go): when the last
 	// apply ran, the apply scheduled for the changes since (nil: none),
-	// whether Close stopped them, and how many applies ran.
+	// and whether Close stopped them.
 	applied time.Time
 	pending *time.Timer
 	closed  bool
-	applies int
 }
 
 // New builds the pools of cfg: tokenizers, schedulers, stores, coordinators
