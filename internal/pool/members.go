@@ -149,7 +149,8 @@ func (p *Pool) applyMembers(now time.Time) {
 }
 
 // Member reports whether id is one of the pool's instances (configured,
-// resolved or assigned) now.
+// resolved or assigned) now, as last received: the scheduler has it within
+// the membership delay.
 func (p *Pool) Member(id string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()

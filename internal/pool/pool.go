@@ -125,7 +125,7 @@ type Pool struct {
 	mu     sync.Mutex
 	static []config.Instance
 	dns    []string                // addresses last resolved
-	eds    map[string]xds.Endpoint // the xDS endpoints last applied, by address
+	eds    map[string]xds.Endpoint // the xDS endpoints last received, by address
 	health map[string]*healthState // by instance address
 	// The coalescing of membership changes (members.go): when the last
 	// apply ran, the apply scheduled for the changes since (nil: none),
