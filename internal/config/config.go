@@ -363,6 +363,12 @@ type Redis struct {
 	// Heartbeat is the load exchange period (default 100ms); same on every
 	// replica. A replica silent for 3 heartbeats is ignored.
 	Heartbeat time.Duration `yaml:"heartbeat"`
+	// RecordKeyFile names a file of record keys, one a line (at most 4,
+	// each at least 16 bytes; e.g. a mounted Secret): the first signs this
+	// replica's load record with an HMAC, any of them opens another's, and
+	// records that do not open are not counted (default "": records are
+	// neither signed nor checked). Read at start.
+	RecordKeyFile string `yaml:"record_key_file"`
 }
 
 // Log configures logging.

@@ -69,6 +69,11 @@ type Options struct {
 	// Panicked is told of a background loop that panicked (it is restarted
 	// after a backoff); default: nothing beyond the log.
 	Panicked func(loop string)
+	// MembershipDelay is the least time between two applies of a pool's
+	// membership changes; the changes in between are coalesced into one
+	// (members.go; default DefaultMembershipDelay, negative: every change
+	// at once).
+	MembershipDelay time.Duration
 	// Wrap, when set, wraps each pool's scheduler as it is built: tests
 	// put spies and fakes between a pool and its scheduler.
 	Wrap func(Scheduler) Scheduler
@@ -80,16 +85,18 @@ var ErrModelNotFound = errors.New("pool: no pool serves this model")
 // Manager holds the pools of a configuration and runs their background
 // work. Create it with New, start the work with Run, release it with Close.
 type Manager struct {
-	cfg      config.Config
-	log      *slog.Logger
-	m        *metrics
-	now      func() time.Time
-	tick     time.Duration
-	client   *http.Client
-	panicked func(string)
-	pools    []*Pool
-	byModel  map[string]*Pool
-	def      *Pool // the "*" pool, or nil
+	cfg  config.Config
+	log  *slog.Logger
+	m    *metrics
+	now  func() time.Time
+	tick time.Duration
+	// memberDelay is Options.MembershipDelay, defaults applied.
+	memberDelay time.Duration
+	client      *http.Client
+	panicked    func(string)
+	pools       []*Pool
+	byModel     map[string]*Pool
+	def         *Pool // the "*" pool, or nil
 
 	gaugeMu  sync.Mutex                 // serializes UpdateGauges; guards seriesOf and gone
 	seriesOf map[string]map[string]bool // pool -> instances with series (forget.go)
@@ -119,8 +126,14 @@ type Pool struct {
 	mu     sync.Mutex
 	static []config.Instance
 	dns    []string                // addresses last resolved
-	eds    map[string]xds.Endpoint // the xDS endpoints last applied, by address
+	eds    map[string]xds.Endpoint // the xDS endpoints last received, by address
 	health map[string]*healthState // by instance address
+	// The coalescing of membership changes (members.go): when the last
+	// apply ran, the apply scheduled for the changes since (nil: none),
+	// and whether Close stopped them.
+	applied time.Time
+	pending *time.Timer
+	closed  bool
 }
 
 // New builds the pools of cfg: tokenizers, schedulers, stores, coordinators
@@ -136,6 +149,12 @@ func New(cfg config.Config, opt Options) (*Manager, error) {
 	}
 	if m.tick == 0 {
 		m.tick = 100 * time.Millisecond
+	}
+	switch m.memberDelay = opt.MembershipDelay; {
+	case m.memberDelay == 0:
+		m.memberDelay = DefaultMembershipDelay
+	case m.memberDelay < 0:
+		m.memberDelay = 0
 	}
 	if m.client == nil {
 		m.client = &http.Client{Timeout: cfg.Health.Timeout}
@@ -233,6 +252,7 @@ func (m *Manager) newPool(pc config.Pool, store state.Store, wrap func(Scheduler
 // shared-state connections. Call it after Run has returned.
 func (m *Manager) Close() {
 	for _, p := range m.pools {
+		p.stopMembers()
 		p.encoder.Close()
 		if p.xds != nil {
 			p.xds.Close()
