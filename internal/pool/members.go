@@ -62,7 +62,7 @@ func (p *Pool) applyMembers() error {
 			delete(p.health, id)
 		}
 	}
-	return p.sched.SetInstances(list)
+	return p.setInstances(list) // pd.go: by role in a P/D pool
 }
 
 // Member reports whether id is one of the pool's instances (configured,
@@ -88,7 +88,7 @@ func (p *Pool) Addresses() []string {
 	for _, st := range p.sched.Instances() {
 		ids = append(ids, st.ID)
 	}
-	return ids
+	return p.prefillIDs(ids) // pd.go: and a P/D pool's prefill-only instances
 }
 
 // dnsLoop re-resolves a pool's DNS name and applies membership changes.

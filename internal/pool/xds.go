@@ -70,7 +70,7 @@ func (p *Pool) setXDS(eps []xds.Endpoint, log interface {
 	}
 	for _, e := range eps {
 		p.applyHealth(e.Address)
-		if err := p.sched.SetDraining(e.Address, e.Health == xds.Draining); err != nil {
+		if err := p.setDraining(e.Address, e.Health == xds.Draining); err != nil {
 			log.Debug("xds draining for an instance not in the pool", "pool", p.name, "instance", e.Address)
 		}
 	}
