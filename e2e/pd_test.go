@@ -90,11 +90,11 @@ func startPDStack(t *testing.T, nPrefill, nDecode int) *pdStack {
 }
 
 // prefilled returns how many requests each prefill simulator has completed
-// (the sum of its vllm:request_success_total).
+// (the count of its vllm:time_to_first_token_seconds: one per request, the prefill leg's included).
 func (ps *pdStack) prefilled() map[string]float64 {
 	out := map[string]float64{}
 	for _, addr := range ps.prefill {
-		out[addr] = metricSum("http://"+addr+"/metrics", "vllm:request_success_total")
+		out[addr] = metricSum("http://"+addr+"/metrics", "vllm:time_to_first_token_seconds_count")
 	}
 	return out
 }
