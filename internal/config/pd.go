@@ -25,7 +25,7 @@ const (
 	// DefaultMinUncachedTokens is the shortest uncached part of a prompt
 	// sent to a prefill instance; shorter ones are prefilled where they
 	// decode. See docs/evaluation.md (P/D) for the measurement behind it.
-	DefaultMinUncachedTokens = 256
+	DefaultMinUncachedTokens = 64
 	// DefaultDecodeHitRatio is the share of a prompt the decode instance
 	// must already hold for remote prefill to be skipped.
 	DefaultDecodeHitRatio = 0.8
@@ -40,7 +40,7 @@ type PD struct {
 	// client's own value is always removed.
 	Header string `yaml:"header"`
 	// MinUncachedTokens: a request whose prompt the decode instance
-	// misses by fewer tokens than this is prefilled there (default 256).
+	// misses by fewer tokens than this is prefilled there (default 64).
 	MinUncachedTokens int `yaml:"min_uncached_tokens"`
 	// DecodeHitRatio: a request whose prompt the decode instance holds
 	// this share of, or more, is prefilled there (default 0.8; 1: only a
