@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -43,46 +42,19 @@ func TestPDSizingReport(t *testing.T) {
 			rates = append(rates, q)
 		}
 	}
-	type setup struct {
-		name     string
-		pre, dec int
+	splits := []PDSplit{{Mixed: 8}, {Prefill: 2, Decode: 6}, {Prefill: 4, Decode: 4}, {Prefill: 6, Decode: 2}}
+	rows, err := PDSizing(tr, rates, Options{}, splits, []string{"dualmap", "least-loaded", "round-robin"}, PDOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	setups := []setup{{"8 mixed", 0, 0}, {"2P+6D", 2, 6}, {"4P+4D", 4, 4}, {"6P+2D", 6, 2}}
 	var b strings.Builder
-	fmt.Fprintf(&b, "| QPS | pool | policy | SLO attainment | TTFT p50 | TTFT p90 | E2E p50 | E2E p90 | hit rate | remote prefills |\n|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, qps := range rates {
-		for _, st := range setups {
-			for _, pol := range []string{"dualmap", "least-loaded", "round-robin"} {
-				opt := Options{Policy: pol, Queue: QueueEngine, Instances: 8}
-				var res *Result
-				remote := "-"
-				policy := pol
-				if st.pre == 0 {
-					res, err = Simulate(tr, qps, opt)
-				} else {
-					pd := PDOptions{Prefill: st.pre, Decode: st.dec}
-					if pol != "dualmap" {
-						pd.DecodePolicy = pol
-					} else {
-						policy = "dualmap + decode-capacity"
-					}
-					var pr *PDResult
-					pr, err = SimulatePD(tr, qps, opt, pd)
-					if err == nil {
-						res = pr.Result
-						remote = fmt.Sprintf("%.0f%%", 100*float64(pr.Remote)/float64(max(res.Requests, 1)))
-					}
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got := res.Completed + res.Failed + res.Unfinished; got != res.Requests {
-					t.Errorf("%s %s at %g: %d completed+failed+unfinished of %d", st.name, pol, qps, got, res.Requests)
-				}
-				fmt.Fprintf(&b, "| %g | %s | %s | %.1f%% | %.2f s | %.2f s | %.1f s | %.1f s | %.1f%% | %s |\n", qps, st.name, policy,
-					100*res.SLOAttainment, res.TTFTP50, res.TTFTP90, res.E2EP50, res.E2EP90, 100*res.CacheHitRate, remote)
-			}
+	for _, r := range rows {
+		if res := r.Result; res.Completed+res.Failed+res.Unfinished != res.Requests {
+			t.Errorf("%s %s at %g: %d completed+failed+unfinished of %d", r.Split, r.Policy, r.QPS, res.Completed+res.Failed+res.Unfinished, res.Requests)
 		}
+	}
+	if err := WritePDTable(&b, rows); err != nil {
+		t.Fatal(err)
 	}
 	t.Logf("P/D sizing, %s, %d requests:\n%s", path, len(tr.Requests), b.String())
 }
