@@ -221,6 +221,24 @@ func (p *Pool) prefillIDs(ids []string) []string {
 	return ids
 }
 
+// gaugeMembers are the instance states the per-instance gauges show: the
+// decode scheduler's, and in a P/D pool the prefill scheduler's of the
+// prefill-only instances (an instance of role both shows its decode half).
+func (p *Pool) gaugeMembers() []scheduler.InstanceState {
+	members := p.sched.Instances()
+	if p.pd == nil {
+		return members
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, st := range p.pd.sched.Instances() {
+		if !config.Decodes(p.pd.roles[st.ID]) {
+			members = append(members, st)
+		}
+	}
+	return members
+}
+
 // Role returns the role of member id in a P/D pool (prefill, decode or
 // both), or "" in a pool without pd.
 func (p *Pool) Role(id string) string {

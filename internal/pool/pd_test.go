@@ -253,3 +253,27 @@ pools:
 		t.Errorf("dualmap_pd_instances{role=prefill} = %v, want 1", v)
 	}
 }
+
+// The per-instance gauges cover the prefill-only instances: their health
+// and the remote prefills they hold.
+func TestPDGaugesCoverPrefillInstances(t *testing.T) {
+	m := startManager(t, parseConfig(t, pdPool), false, Options{})
+	p := m.Pools()[0]
+	tk, err := p.Route(context.Background(), chat(t, long("gauge")), Controls{}, nopObserver{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre, _ := tk.Prefill()
+	p.SetHealthy(prefillOnly[0], false)
+	m.UpdateGauges()
+	if v := testutil.ToFloat64(m.m.running.WithLabelValues("pd", pre)); v != 1 {
+		t.Errorf("dualmap_instance_running_requests{instance=%s} = %v, want 1 (the remote prefill)", pre, v)
+	}
+	if v := testutil.ToFloat64(m.m.healthy.WithLabelValues("pd", prefillOnly[0])); v != 0 {
+		t.Errorf("dualmap_instance_healthy{instance=%s} = %v, want 0", prefillOnly[0], v)
+	}
+	if v := testutil.ToFloat64(m.m.healthy.WithLabelValues("pd", prefillOnly[1])); v != 1 {
+		t.Errorf("dualmap_instance_healthy{instance=%s} = %v, want 1", prefillOnly[1], v)
+	}
+	tk.Done()
+}
