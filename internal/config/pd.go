@@ -73,6 +73,27 @@ func (d *PD) withDefaults() *PD {
 	return &c
 }
 
+// The decider's reasons for a decode instance to prefill a request itself
+// (PD.Local).
+const (
+	PDShort  = "short"         // the part it misses is under MinUncachedTokens
+	PDCached = "decode_cached" // it holds DecodeHitRatio of the prompt
+)
+
+// Local is the decider's rule for a prompt of tokens of which the decode
+// instance holds cached: the reason it prefills the prompt itself
+// (PDCached, PDShort), or "" when a prefill instance should. The router
+// (package pool) and the simulator (SimulatePD) both decide with it.
+func (d PD) Local(tokens, cached int) string {
+	switch {
+	case cached > 0 && float64(cached) >= d.DecodeHitRatio*float64(tokens):
+		return PDCached
+	case tokens-cached < d.MinUncachedTokens:
+		return PDShort
+	}
+	return ""
+}
+
 // ValidRole reports whether r is a role ("" is both).
 func ValidRole(r string) bool {
 	return r == "" || r == RoleBoth || r == RolePrefill || r == RoleDecode

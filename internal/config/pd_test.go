@@ -125,3 +125,24 @@ func TestRoles(t *testing.T) {
 		}
 	}
 }
+
+func TestPDLocal(t *testing.T) {
+	d := PD{MinUncachedTokens: 64, DecodeHitRatio: 0.8}
+	for _, tt := range []struct {
+		tokens, cached int
+		want           string
+	}{
+		{1000, 0, ""},
+		{1000, 799, ""},
+		{1000, 800, PDCached},
+		{1000, 950, PDCached},
+		{50, 0, PDShort},
+		{63, 0, PDShort},
+		{64, 0, ""},
+		{40, 39, PDCached},
+	} {
+		if got := d.Local(tt.tokens, tt.cached); got != tt.want {
+			t.Errorf("Local(%d, %d) = %q, want %q", tt.tokens, tt.cached, got, tt.want)
+		}
+	}
+}

@@ -37,8 +37,8 @@ import (
 // the request's span.
 const (
 	PDRemote      = "remote"              // a prefill instance prefills
-	PDShort       = "short"               // the uncached part is under pd.min_uncached_tokens
-	PDCached      = "decode_cached"       // the decode instance holds pd.decode_hit_ratio of the prompt
+	PDShort       = config.PDShort        // the uncached part is under pd.min_uncached_tokens
+	PDCached      = config.PDCached       // the decode instance holds pd.decode_hit_ratio of the prompt
 	PDSame        = "same_instance"       // the prefill choice is the decode instance (role both)
 	PDUnavailable = "prefill_unavailable" // no prefill instance could take it (none ready, shed)
 )
@@ -285,12 +285,8 @@ func (p *Pool) PrefillScheduler() *scheduler.Scheduler {
 // half's router queue.
 func (h *pdHalf) decide(ctx context.Context, t *Ticket) (string, string) {
 	r := &t.req
-	cached := t.dec.CachedTokens
-	switch {
-	case cached > 0 && float64(cached) >= h.cfg.DecodeHitRatio*float64(r.Tokens):
-		return PDCached, ""
-	case r.Tokens-cached < h.cfg.MinUncachedTokens:
-		return PDShort, ""
+	if why := h.cfg.Local(r.Tokens, t.dec.CachedTokens); why != "" {
+		return why, ""
 	}
 	t.pre = scheduler.Request{Blocks: r.Blocks, Tokens: r.Tokens, SLO: r.SLO, Priority: r.Priority, Session: r.Session}
 	dec, err := h.sched.EnqueueAndWait(ctx, &t.pre)

@@ -274,8 +274,8 @@ func (c *pdCluster) arrivePD(r *request) {
 	}
 	r.depth = d.KeyDepth
 	dei := c.index[d.Instance]
-	cached := d.CachedTokens
-	if (cached > 0 && float64(cached) >= c.pd.DecodeHitRatio*float64(r.s.Tokens)) || r.s.Tokens-cached < c.pd.MinUncachedTokens {
+	rule := config.PD{MinUncachedTokens: c.pd.MinUncachedTokens, DecodeHitRatio: c.pd.DecodeHitRatio}
+	if rule.Local(r.s.Tokens, d.CachedTokens) != "" {
 		c.submit(dei, &r.e)
 		return
 	}
