@@ -208,6 +208,15 @@ func TestPDThroughLLMDSidecar(t *testing.T) {
 			t.Errorf("repeated prompt: prefill %q (%s), want none (decode_cached)", pre, why)
 		}
 		ps.waitPrefilled(t, counts)
+		// Streamed: the sidecar prefills without streaming, then streams the
+		// decode leg through.
+		r = s.post("/v1/chat/completions", chatBody("streamed "+systemPrompt, "hi", true, 4))
+		pre, why = pdOf(r)
+		if r.failed() || r.chunks == 0 || !r.done || why != "remote" || !slices.Contains(ps.prefill, pre) {
+			t.Fatalf("streamed long prompt: %v, %d chunks, done %v, prefill %q (%s); want a stream prefilled remotely", r, r.chunks, r.done, pre, why)
+		}
+		counts[pre]++
+		ps.waitPrefilled(t, counts)
 	})
 
 	// A shared prefix's prefills stay on its candidate pair (candidates:
