@@ -49,7 +49,8 @@ type PD struct {
 	// DecodePolicy is the routing policy over the decode instances
 	// (default decode-capacity: running sequences, KV memory and the
 	// decode step's estimate first, the cached prefix as a tie-break).
-	// The pool's policy (dualmap by default) chooses the prefill instance.
+	// It runs at its default parameters; the pool's policy (dualmap by
+	// default), with policy.params, chooses the prefill instance.
 	DecodePolicy string `yaml:"decode_policy"`
 }
 

@@ -94,8 +94,9 @@ func (m *pdMetrics) init(pool string) {
 	m.failures.WithLabelValues(pool)
 }
 
-// newPDHalf builds pool pc's prefill scheduler, or returns nil for a pool
-// without pd. The decode scheduler's config is sc with the decode policy.
+// newPDHalf builds pool pc's prefill scheduler (sc with the pool's policy
+// and its parameters), or returns nil for a pool without pd; it turns sc
+// into the decode half's (pd.decode_policy, at its default parameters).
 func newPDHalf(pc config.Pool, sc *scheduler.Config) (*pdHalf, error) {
 	if pc.PD == nil {
 		return nil, nil
@@ -105,6 +106,9 @@ func newPDHalf(pc config.Pool, sc *scheduler.Config) (*pdHalf, error) {
 		h.role = pc.DNS.Role
 	}
 	pre := *sc
+	// Nothing of the prefill half is exchanged with the other replicas: it
+	// rebalances on its own, without the coordinator's leases.
+	pre.Rebalance.External = false
 	var err error
 	static := instances(pc.Instances, nil)
 	var list []scheduler.Instance
