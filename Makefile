@@ -4,7 +4,7 @@ BIN     := bin/dualmap
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build build-tokenizers test unit scripts-test chattmpl-test chart image image-oci image-test bench bench-e2e bench-peer soak lint run demo e2e e2e-gateways envoy-gateway clean jaeger llama bench-real
+.PHONY: all build build-tokenizers test unit scripts-test chattmpl-test chart image image-oci image-test bench bench-e2e bench-peer soak lint run demo e2e e2e-gateways e2e-pd envoy-gateway clean jaeger llama bench-real
 
 all: build
 
@@ -157,6 +157,19 @@ e2e-gateways:
 	@eg=$$(GO=$(GO) bash scripts/envoy-gateway.sh | tail -n 1) && \
 	DUALMAP_ENVOY_GATEWAY="$$eg" \
 	DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -timeout 30m -v -run 'TestConformance|TestGatewayConfigDump' ./e2e/
+
+# e2e-pd: a prefill/decode pool through llm-d's own parts: Envoy -> dualmap
+# -> llm-d's P/D sidecar (cmd/pd-sidecar) in front of llm-d's vLLM simulator
+# for the decode instances, the simulator alone for the prefill instances
+# (TestPDThroughLLMDSidecar). Opt-in: both are built from llm-d's snapshots
+# (LLMD_SRC: an llm-d-router checkout, LLMD_SIM_SRC: an llm-d-inference-sim
+# checkout; scripts/llmd-sidecar.sh and scripts/llmd-sim.sh, cached outside
+# the repository), which a fresh clone does not have.
+e2e-pd:
+	@side=$$(GO=$(GO) bash scripts/llmd-sidecar.sh "$(LLMD_SRC)" | tail -n 1) && \
+	sim=$$(GO=$(GO) bash scripts/llmd-sim.sh "$(LLMD_SIM_SRC)" "$(LLMD_SRC)" | tail -n 1) && \
+	DUALMAP_LLMD_SIDECAR="$$side" DUALMAP_LLMD_SIM="$$sim" \
+	DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -timeout 20m -v -run 'TestPD' ./e2e/
 
 # envoy-gateway: build Envoy Gateway's control plane (scripts/envoy-gateway.sh).
 envoy-gateway:

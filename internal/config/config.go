@@ -160,6 +160,11 @@ type Pool struct {
 	// none; "builtin" the router's own approximate rendering; a path, a
 	// tokenizer_config.json (a name ending in .json) or a Jinja template.
 	ChatTemplate string `yaml:"chat_template"`
+	// PD makes the pool a prefill/decode pool (pd.go): every request is
+	// pinned to a decode instance and, when remote prefill pays, names a
+	// prefill instance in a header the decode side's P/D sidecar reads.
+	// Unset: every instance does both, and instances[].role must be both.
+	PD *PD `yaml:"pd"`
 }
 
 // Metrics configures polling of the instances' own metrics.
@@ -174,6 +179,9 @@ type Instance struct {
 	Address     string  `yaml:"address"` // IP:port, as Envoy's endpoint
 	Weight      float64 `yaml:"weight"`
 	CacheTokens int     `yaml:"cache_tokens"`
+	// Role is what the instance does in a P/D pool (pools[].pd): prefill,
+	// decode or both (default both).
+	Role string `yaml:"role"`
 }
 
 // DNS is a name whose A/AAAA records are the pool's instances.
@@ -181,6 +189,10 @@ type DNS struct {
 	Name     string        `yaml:"name"`
 	Port     int           `yaml:"port"`
 	Interval time.Duration `yaml:"interval"` // default 10s
+	// Role is the role of every address the name resolves to in a P/D
+	// pool (pools[].pd): prefill, decode or both (default both). Give the
+	// other role as static instances or through xDS endpoint metadata.
+	Role string `yaml:"role"`
 }
 
 // Policy selects the routing policy and its parameters.

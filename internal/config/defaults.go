@@ -134,6 +134,7 @@ func (c Config) WithDefaults() Config {
 		if p.Metrics.Interval == 0 {
 			p.Metrics.Interval = time.Second
 		}
+		p.PD = p.PD.withDefaults()
 		if p.DNS != nil && p.DNS.Interval == 0 {
 			d := *p.DNS
 			d.Interval = 10 * time.Second

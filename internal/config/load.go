@@ -137,6 +137,9 @@ func (c Config) Validate() error {
 				return invalid(ip+".cache_tokens", "must be >= 0, got %d", in.CacheTokens)
 			}
 		}
+		if err := c.validPD(at, p); err != nil {
+			return err
+		}
 		if d := p.DNS; d != nil {
 			switch {
 			case d.Name == "":

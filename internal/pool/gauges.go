@@ -124,7 +124,7 @@ func (m *Manager) UpdateGauges() {
 			m.m.remoteClamped.WithLabelValues(p.name, "(sum)").Set(float64(cs.ClampedSums))
 		}
 		m.m.queueDepth.WithLabelValues(p.name).Set(float64(p.sched.QueueLen()))
-		members := p.sched.Instances()
+		members := p.gaugeMembers() // pd.go: a P/D pool's prefill-only instances too
 		ids := make([]string, len(members))
 		for i, st := range members {
 			ids[i] = st.ID

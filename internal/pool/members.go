@@ -131,7 +131,7 @@ func (p *Pool) applyMembers(now time.Time) {
 			delete(p.health, id)
 		}
 	}
-	if err := p.sched.SetInstances(list); err != nil { // checked when recorded
+	if err := p.setInstances(list); err != nil { // checked when recorded; pd.go: by role in a P/D pool
 		p.m.log.Error("applying pool instances", "pool", p.name, "error", err)
 		return
 	}
@@ -142,7 +142,7 @@ func (p *Pool) applyMembers(now time.Time) {
 		if p.health[addr] == nil {
 			p.applyHealth(addr)
 		}
-		if err := p.sched.SetDraining(addr, e.Health == xds.Draining); err != nil {
+		if err := p.setDraining(addr, e.Health == xds.Draining); err != nil {
 			p.m.log.Debug("xds draining for an instance not in the pool", "pool", p.name, "instance", addr)
 		}
 	}
@@ -172,7 +172,7 @@ func (p *Pool) Addresses() []string {
 	for _, st := range p.sched.Instances() {
 		ids = append(ids, st.ID)
 	}
-	return ids
+	return p.prefillIDs(ids) // pd.go: and a P/D pool's prefill-only instances
 }
 
 // dnsLoop re-resolves a pool's DNS name and applies membership changes.

@@ -88,6 +88,7 @@ type Manager struct {
 	cfg  config.Config
 	log  *slog.Logger
 	m    *metrics
+	pd   *pdMetrics
 	now  func() time.Time
 	tick time.Duration
 	// memberDelay is Options.MembershipDelay, defaults applied.
@@ -119,6 +120,7 @@ type Pool struct {
 	sources  []Source           // engine signal sources (signals.go)
 	seq      atomic.Uint64      // spreads Pin's choices
 	counted  poolCounters       // the background loop's counters (gauges.go)
+	pd       *pdHalf            // the prefill half of a P/D pool, or nil (pd.go)
 
 	// mu guards the membership sources and the instances' health; it is
 	// held while either is told to the scheduler, so that a decision taken
@@ -163,6 +165,7 @@ func New(cfg config.Config, opt Options) (*Manager, error) {
 		m.panicked = func(string) {}
 	}
 	m.m = newMetrics(opt.Registry)
+	m.pd = newPDMetrics(opt.Registry)
 	for i, pc := range cfg.Pools {
 		store, err := newStore(cfg, pc.Name, opt, m.log)
 		if err != nil {
@@ -180,6 +183,16 @@ func New(cfg config.Config, opt Options) (*Manager, error) {
 			return nil, err
 		}
 		m.m.initPool(p.name)
+		if p.pd != nil {
+			m.pd.init(p.name)
+			p.mu.Lock()
+			err = p.setInstances(p.memberList()) // the roles and their gauges
+			p.mu.Unlock()
+			if err != nil {
+				m.Close()
+				return nil, fmt.Errorf("pool %s: %w", pc.Name, err)
+			}
+		}
 		if p.xds, err = m.newXDSClient(pc, fmt.Sprintf("pools[%d]", i)); err != nil {
 			m.Close()
 			return nil, fmt.Errorf("pool %s: %w", pc.Name, err)
@@ -232,7 +245,13 @@ func (m *Manager) newPool(pc config.Pool, store state.Store, wrap func(Scheduler
 	sc.Now = m.now
 	shared := m.cfg.State.Backend == "redis"
 	sc.Rebalance.External = shared
-	s, err := scheduler.New(sc, instances(pc.Instances, nil))
+	pd, err := newPDHalf(pc, &sc) // the prefill half, and the decode policy in sc
+	if err != nil {
+		enc.Close()
+		closeStore(store)
+		return nil, err
+	}
+	s, err := scheduler.New(sc, instances(decodeOnly(pc), nil))
 	if err != nil {
 		enc.Close()
 		closeStore(store)
@@ -244,7 +263,7 @@ func (m *Manager) newPool(pc config.Pool, store state.Store, wrap func(Scheduler
 	}
 	return &Pool{
 		name: pc.Name, policy: pc.Policy.Name, m: m, sched: sched, prompter: pr, encoder: enc,
-		store: store, shared: shared, static: pc.Instances, health: map[string]*healthState{},
+		store: store, shared: shared, static: pc.Instances, health: map[string]*healthState{}, pd: pd,
 	}, nil
 }
 
@@ -383,6 +402,7 @@ func (m *Manager) ticker(ctx context.Context) {
 		}
 		for _, p := range m.pools {
 			p.sched.Tick()
+			p.tickPD()
 			if p.shared && p.sched.Rebalances() {
 				p.coord.Rebalance(ctx) // leased: see coord.Coordinator.Rebalance
 			}

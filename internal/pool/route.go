@@ -53,6 +53,9 @@ func (p *Pool) Route(ctx context.Context, body *openai.Request, c Controls, obs 
 	}
 	t.at = time.Now()
 	p.coord.Dispatched(t.dec.Instance, t.req.Blocks) // for the other replicas' cache index
+	if p.pd != nil {
+		p.routePD(ctx, t) // pd.go: the decider, and the prefill instance
+	}
 	return t, nil
 }
 
@@ -112,6 +115,12 @@ type Ticket struct {
 	resp  bool      // Responded was called
 	first bool      // FirstToken was called
 	done  bool
+
+	// A P/D pool's prefill half (pd.go).
+	pre      scheduler.Request // the request as the prefill scheduler routed it
+	prefill  string            // the prefill instance, or "" when the decode instance prefills
+	pdReason string            // the decider's reason
+	preDone  bool              // the prefill half was released
 }
 
 // Pool is the pool that routed the request.
@@ -152,6 +161,8 @@ func (t *Ticket) Responded(status int, served string, fromProxy bool) string {
 		}
 	}
 	switch {
+	case t.pdFailed(status):
+		// pd.go: the sidecar's 5xx is its prefill instance's
 	case status >= 500:
 		p.failed(served)
 	case ok:
@@ -204,6 +215,7 @@ func (t *Ticket) FirstToken() {
 	}
 	t.first = true
 	t.p.sched.FirstToken(&t.req)
+	t.prefillDone(true)
 }
 
 // Done reports the request over and releases its load. Idempotent.
@@ -213,4 +225,5 @@ func (t *Ticket) Done() {
 	}
 	t.done = true
 	t.p.sched.Complete(&t.req)
+	t.pdDone()
 }
