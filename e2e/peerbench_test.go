@@ -103,7 +103,12 @@ type benchPicker struct {
 // addresses and ports changed (and, with replicas, the shared Redis the
 // docs describe); limits, when not empty, is one more line under limits
 // (the capacity ramp's "without the router queue").
-func benchDualmap(name, limits string) benchPicker {
+func benchDualmap(name, limits string) benchPicker { return benchDualmapPolicy(name, "", limits) }
+
+// benchDualmapPolicy is benchDualmap with the pool's policy set to policy
+// (a scheduler policy name such as round-robin; "" keeps the example's,
+// dualmap).
+func benchDualmapPolicy(name, policy, limits string) benchPicker {
 	return benchPicker{name: name, shares: true, limits: limits, start: func(t testing.TB, s *stack, i, gp, hp int, redis string) *proc {
 		example, err := os.ReadFile(filepath.Join(repoRoot, "examples", "gateway-epp.yaml"))
 		if err != nil {
@@ -119,6 +124,9 @@ func benchDualmap(name, limits string) benchPicker {
 		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, inst, b.String())
 		if limits != "" {
 			cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, "limits:\n", "limits:\n  "+limits+"\n")
+		}
+		if policy != "" {
+			cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, "    block_size: 16\n", "    block_size: 16\n    policy: {name: "+policy+"}\n")
 		}
 		ap := freePort(t)
 		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `grpc: ":9002"`, fmt.Sprintf(`grpc: "127.0.0.1:%d"`, gp))
