@@ -33,6 +33,7 @@ func Chart(path, title string, rows []Row) error {
 	ttft.Y.Label.Text = "TTFT (ms)"
 	ttft.X.Tick.Marker = plot.ConstantTicks(ticks)
 	ttft.Legend.Top, ttft.Legend.Left = true, true
+	ttft.Add(plotter.NewGrid())
 	pcts := []struct {
 		name string
 		f    func(Row) float64
@@ -47,7 +48,6 @@ func Chart(path, title string, rows []Row) error {
 		ttft.Add(b)
 		ttft.Legend.Add("TTFT "+pc.name, b)
 	}
-	ttft.Add(plotter.NewGrid())
 
 	hit := plot.New()
 	hit.Title.Text = "engine prefix-cache hit rate"
@@ -58,11 +58,13 @@ func Chart(path, title string, rows []Row) error {
 		hb.x = append(hb.x, float64(i))
 		hb.s = append(hb.s, SpreadOf(p.Rows, func(r Row) float64 { return 100 * r.EngineHitRate }))
 	}
-	hit.Add(hb, plotter.NewGrid())
+	hit.Add(plotter.NewGrid(), hb)
 
 	for _, p := range []*plot.Plot{ttft, hit} {
+		p.X.Label.Text = "bar: mean of the runs; whisker: lowest to highest run"
 		p.X.Min, p.X.Max = -0.6, float64(len(pickers))-0.4
 		p.Y.Min = 0
+		p.Y.Max *= 1.15 // room for the legend and whiskers
 	}
 	img := vgimg.New(12*vg.Inch, 5*vg.Inch)
 	dc := draw.New(img)
