@@ -138,4 +138,3 @@ func TestChart(t *testing.T) {
 		t.Error("a path in a missing directory: want an error")
 	}
 }
-
