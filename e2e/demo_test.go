@@ -90,6 +90,9 @@ func TestDemo(t *testing.T) {
 			row, _ := benchRun(t, eng, pk, 1, w, qps, client, peerbench.Row{Percent: 0, Run: run})
 			fmt.Printf("  run %d %-12s %5.1f QPS: TTFT p50 %s p90 %s p99 %s ms, engine hit rate %.1f%%, %d failed [load %s]\n",
 				run, pk.name, qps, whole(row.TTFTP50MS), whole(row.TTFTP90MS), whole(row.TTFTP99MS), 100*row.EngineHitRate, row.Failed, row.LoadAvg)
+			if row.OK == 0 {
+				t.Fatalf("%s: no request of %d served (%v): the stack does not work", pk.name, row.Requests, row.ByStatus)
+			}
 			rows = append(rows, row)
 		}
 	}
