@@ -14,10 +14,10 @@ import (
 	"github.com/dualmap/dualmap/internal/peerbench"
 )
 
-// demoQPS is make demo's default rate: about 80% of the demo stack's
+// demoQPS is make demo's default rate: 82-90% of the demo stack's
 // capacity, where round robin's TTFT p90 knees (scripts/demo.sh's header
 // says how it was measured).
-const demoQPS = 40
+const demoQPS = 45
 
 // TestDemo is make demo (scripts/demo.sh; a report, not a pass/fail
 // test): the start of the conversation trace through the gateway-style
@@ -88,8 +88,12 @@ func TestDemo(t *testing.T) {
 	for run := 1; run <= runs; run++ {
 		for _, pk := range ps {
 			row, _ := benchRun(t, eng, pk, 1, w, qps, client, peerbench.Row{Percent: 0, Run: run})
-			fmt.Printf("  run %d %-12s %5.1f QPS: TTFT p50 %s p90 %s p99 %s ms, engine hit rate %.1f%%, %d failed [load %s]\n",
-				run, pk.name, qps, whole(row.TTFTP50MS), whole(row.TTFTP90MS), whole(row.TTFTP99MS), 100*row.EngineHitRate, row.Failed, row.LoadAvg)
+			queue := ""
+			if q := row.Queue; q != nil {
+				queue = fmt.Sprintf(", router queue held %d (mean wait %s ms)", q.Held, whole(q.MeanWaitMS))
+			}
+			fmt.Printf("  run %d %-12s %5.1f QPS: TTFT p50 %s p90 %s p99 %s ms, engine hit rate %.1f%%, %d failed%s [load %s]\n",
+				run, pk.name, qps, whole(row.TTFTP50MS), whole(row.TTFTP90MS), whole(row.TTFTP99MS), 100*row.EngineHitRate, row.Failed, queue, row.LoadAvg)
 			if row.OK == 0 {
 				t.Fatalf("%s: no request of %d served (%v): the stack does not work", pk.name, row.Requests, row.ByStatus)
 			}

@@ -384,7 +384,36 @@ func benchRun(t testing.TB, eng peerEngines, pk benchPicker, replicas int, w pee
 		row.PickerCPUMSPerRequest = float64(p1-p0) * 1000 / clockTick / float64(row.Requests)
 	}
 	row.EngineCPU = float64(e1-e0) / clockTick / wall
+	row.Queue = b.queueStats(t)
 	return row, st
+}
+
+// queueStats sums what the replicas' router queues held (dualmap's
+// dualmap_queue_wait_seconds on their admin port); nil when no replica
+// reports it (llm-d's picker).
+func (b *benchStack) queueStats(t testing.TB) *peerbench.QueueStats {
+	t.Helper()
+	var sum *peerbench.QueueStats
+	for _, r := range b.routers {
+		resp, err := http.Get("http://" + r.admin + "/metrics")
+		if err != nil {
+			t.Logf("picker %s /metrics: %v", r.admin, err)
+			continue
+		}
+		q, err := peerbench.ParseQueueStats(resp.Body)
+		resp.Body.Close()
+		switch {
+		case errors.Is(err, peerbench.ErrNoQueueMetrics):
+			continue
+		case err != nil:
+			t.Fatalf("picker %s: %v", r.admin, err)
+		}
+		if sum == nil {
+			sum = &peerbench.QueueStats{}
+		}
+		*sum = sum.Add(q)
+	}
+	return sum
 }
 
 // floats reads a comma-separated list of positive numbers.

@@ -1,8 +1,10 @@
 package peerbench
 
 import (
+	"errors"
 	"image/color"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,9 +15,9 @@ import (
 
 func demoRows() []Row {
 	return []Row{
-		{Picker: "dualmap", Run: 2, QPS: 40, TTFTP50MS: 110, TTFTP90MS: 210, TTFTP99MS: 410, E2EP50MS: 300, EngineHitRate: 0.2},
+		{Picker: "dualmap", Run: 2, QPS: 40, TTFTP50MS: 110, TTFTP90MS: 210, TTFTP99MS: 410, E2EP50MS: 300, EngineHitRate: 0.2, Queue: &QueueStats{Held: 12, MeanWaitMS: 3.4}},
 		{Picker: "round-robin", Run: 1, QPS: 40, TTFTP50MS: 100, TTFTP90MS: 200, TTFTP99MS: 400, E2EP50MS: 1234, EngineHitRate: 0.05, Failed: 2, ByStatus: map[int]int{429: 1, 0: 1}},
-		{Picker: "dualmap", Run: 1, QPS: 40, TTFTP50MS: 90, TTFTP90MS: 190, TTFTP99MS: 390, E2EP50MS: 280, EngineHitRate: 0.1},
+		{Picker: "dualmap", Run: 1, QPS: 40, TTFTP50MS: 90, TTFTP90MS: 190, TTFTP99MS: 390, E2EP50MS: 280, EngineHitRate: 0.1, Queue: &QueueStats{Held: 0, MeanWaitMS: 0}},
 		{Picker: "round-robin", Run: 2, QPS: 40, TTFTP50MS: 100, TTFTP90MS: 200, TTFTP99MS: 400, E2EP50MS: 1000, EngineHitRate: 0.05},
 	}
 }
@@ -42,10 +44,10 @@ func TestPickerTable(t *testing.T) {
 	if err := PickerTable(&b, demoRows()); err != nil {
 		t.Fatal(err)
 	}
-	want := "| picker | QPS | TTFT p50 / p90 / p99 ms | E2E p50 ms | engine hit rate | failed |\n" +
-		"|---|---|---|---|---|---|\n" +
-		"| dualmap | 40.0 | 90 / 190 / 390, 110 / 210 / 410 | 280, 300 | 10.0%, 20.0% | 0, 0 |\n" +
-		"| round-robin | 40.0 | 100 / 200 / 400, 100 / 200 / 400 | 1,234, 1,000 | 5.0%, 5.0% | 2 (1 x 0, 1 x 429), 0 |\n"
+	want := "| picker | QPS | TTFT p50 / p90 / p99 ms | E2E p50 ms | engine hit rate | failed | router queue: held (mean wait ms) |\n" +
+		"|---|---|---|---|---|---|---|\n" +
+		"| dualmap | 40.0 | 90 / 190 / 390, 110 / 210 / 410 | 280, 300 | 10.0%, 20.0% | 0, 0 | 0 (0), 12 (3) |\n" +
+		"| round-robin | 40.0 | 100 / 200 / 400, 100 / 200 / 400 | 1,234, 1,000 | 5.0%, 5.0% | 2 (1 x 0, 1 x 429), 0 | -, - |\n"
 	if b.String() != want {
 		t.Fatalf("PickerTable:\n%s\nwant:\n%s", b.String(), want)
 	}
@@ -137,4 +139,56 @@ func TestChart(t *testing.T) {
 	if err := Chart(filepath.Join(t.TempDir(), "missing", "x.png"), "bad path", demoRows()); err == nil {
 		t.Error("a path in a missing directory: want an error")
 	}
+}
+
+const routerPage = `# TYPE dualmap_queue_wait_seconds histogram
+dualmap_queue_wait_seconds_bucket{pool="default",le="0.005"} 590
+dualmap_queue_wait_seconds_bucket{pool="default",le="0.01"} 595
+dualmap_queue_wait_seconds_bucket{pool="default",le="+Inf"} 601
+dualmap_queue_wait_seconds_sum{pool="default"} 1.5
+dualmap_queue_wait_seconds_count{pool="default"} 601
+dualmap_queue_wait_seconds_bucket{pool="batch",le="0.005"} 9
+dualmap_queue_wait_seconds_bucket{pool="batch",le="+Inf"} 9
+dualmap_queue_wait_seconds_sum{pool="batch"} 0.002
+dualmap_queue_wait_seconds_count{pool="batch"} 9
+dualmap_decisions_total{pool="default",policy="dualmap",reason="cache"} 400
+`
+
+func TestParseQueueStats(t *testing.T) {
+	q, err := ParseQueueStats(strings.NewReader(routerPage))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Requests != 610 || q.Held != 11 || math.Abs(q.MeanWaitMS-1502.0/610) > 1e-9 {
+		t.Fatalf("ParseQueueStats = %+v, want 11 held (610 counted, 599 within 5 ms) and a mean wait of 1,502 ms / 610", q)
+	}
+	if s := q.Add(QueueStats{Requests: 390, Held: 100, MeanWaitMS: 10}); s.Requests != 1000 || s.Held != 111 || math.Abs(s.MeanWaitMS-(1502.0+3900)/1000) > 1e-9 {
+		t.Fatalf("Add = %+v, want 1,000 requests, 111 held, mean (1,502 + 3,900) / 1,000 ms", s)
+	}
+	if _, err := ParseQueueStats(strings.NewReader(vllmPage)); !errors.Is(err, ErrNoQueueMetrics) {
+		t.Errorf("an engine's page: err %v, want ErrNoQueueMetrics", err)
+	}
+	for name, page := range map[string]string{
+		"bad value":    "dualmap_queue_wait_seconds_sum x\n",
+		"bad labels":   "dualmap_queue_wait_seconds_count{pool=\"a\" 3\n",
+		"no value":     "dualmap_queue_wait_seconds_sum\n",
+		"inconsistent": "dualmap_queue_wait_seconds_bucket{le=\"0.005\"} 5\ndualmap_queue_wait_seconds_sum 1\ndualmap_queue_wait_seconds_count 3\n",
+		"negative sum": "dualmap_queue_wait_seconds_bucket{le=\"0.005\"} 1\ndualmap_queue_wait_seconds_sum -1\ndualmap_queue_wait_seconds_count 3\n",
+	} {
+		if _, err := ParseQueueStats(strings.NewReader(page)); err == nil {
+			t.Errorf("%s: want an error", name)
+		}
+	}
+}
+
+func FuzzParseQueueStats(f *testing.F) {
+	f.Add(routerPage)
+	f.Add(vllmPage)
+	f.Add("dualmap_queue_wait_seconds_bucket{le=\"0.005\"} 1e300\ndualmap_queue_wait_seconds_sum NaN\ndualmap_queue_wait_seconds_count +Inf\n")
+	f.Fuzz(func(t *testing.T, page string) {
+		q, err := ParseQueueStats(strings.NewReader(page))
+		if err == nil && (q.Held < 0 || q.Held > q.Requests || !(q.MeanWaitMS >= 0)) {
+			t.Fatalf("ParseQueueStats(%q) = %+v: want held >= 0 and a mean wait >= 0", page, q)
+		}
+	})
 }

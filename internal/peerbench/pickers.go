@@ -52,23 +52,29 @@ func SpreadOf(rows []Row, f func(Row) float64) Spread {
 
 // PickerTable writes rows as a Markdown table with one line per picker and
 // every run's figure in each cell, comma-separated in run order: rate,
-// TTFT p50 / p90 / p99, E2E p50, the engines' prefix-cache hit rate and the
-// failed requests.
+// TTFT p50 / p90 / p99, E2E p50, the engines' prefix-cache hit rate, the
+// failed requests and what the router queue held ("-" for a picker that
+// does not report it).
 func PickerTable(w io.Writer, rows []Row) error {
 	var b strings.Builder
-	b.WriteString("| picker | QPS | TTFT p50 / p90 / p99 ms | E2E p50 ms | engine hit rate | failed |\n")
-	b.WriteString("|---|---|---|---|---|---|\n")
+	b.WriteString("| picker | QPS | TTFT p50 / p90 / p99 ms | E2E p50 ms | engine hit rate | failed | router queue: held (mean wait ms) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|\n")
 	for _, p := range ByPicker(rows) {
-		var qps, ttft, e2e, hit, fail []string
+		var qps, ttft, e2e, hit, fail, queue []string
 		for _, r := range p.Rows {
 			qps = append(qps, fmt.Sprintf("%.1f", r.QPS))
 			ttft = append(ttft, thousands(r.TTFTP50MS)+" / "+thousands(r.TTFTP90MS)+" / "+thousands(r.TTFTP99MS))
 			e2e = append(e2e, thousands(r.E2EP50MS))
 			hit = append(hit, fmt.Sprintf("%.1f%%", 100*r.EngineHitRate))
 			fail = append(fail, failed(r))
+			if r.Queue == nil {
+				queue = append(queue, "-")
+			} else {
+				queue = append(queue, fmt.Sprintf("%d (%s)", r.Queue.Held, thousands(r.Queue.MeanWaitMS)))
+			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", p.Picker, strings.Join(slices.Compact(qps), ", "),
-			strings.Join(ttft, ", "), strings.Join(e2e, ", "), strings.Join(hit, ", "), strings.Join(fail, ", "))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", p.Picker, strings.Join(slices.Compact(qps), ", "),
+			strings.Join(ttft, ", "), strings.Join(e2e, ", "), strings.Join(hit, ", "), strings.Join(fail, ", "), strings.Join(queue, ", "))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

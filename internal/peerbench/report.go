@@ -41,6 +41,28 @@ type Row struct {
 	EngineCPU float64 `json:"engine_cpu_cores"`
 	LoadAvg   string  `json:"load_avg"`
 	Duration  float64 `json:"duration_s"`
+	// Queue is what dualmap's router queue held over the run (nil for a
+	// picker that does not report it).
+	Queue *QueueStats `json:"router_queue,omitempty"`
+}
+
+// QueueStats are a run's router-queue figures, from dualmap's
+// dualmap_queue_wait_seconds histogram: the requests it counted, those
+// that waited longer than its first bucket (5 ms) and the mean wait over
+// every request.
+type QueueStats struct {
+	Requests   int     `json:"requests"`
+	Held       int     `json:"held"`
+	MeanWaitMS float64 `json:"mean_wait_ms"`
+}
+
+// Add returns the figures of two replicas together.
+func (q QueueStats) Add(o QueueStats) QueueStats {
+	s := QueueStats{Requests: q.Requests + o.Requests, Held: q.Held + o.Held}
+	if s.Requests > 0 {
+		s.MeanWaitMS = (q.MeanWaitMS*float64(q.Requests) + o.MeanWaitMS*float64(o.Requests)) / float64(s.Requests)
+	}
+	return s
 }
 
 // MS is a duration in milliseconds, for Row.
