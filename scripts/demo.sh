@@ -8,7 +8,20 @@
 # (demo.png) into an output directory, never into the repository. This is
 # e2e TestDemo, on the harness of make bench-peer.
 #
-# The rate: near the stack's capacity, where routing matters. CAPACITY_NOTE
+# The rate: 45 requests/s, 82-90% of the stack's capacity, where routing
+# matters (at 4 requests/s, the demo's old rate, every picker looks alike).
+# The capacity was measured with this script's sweep on this setup (600
+# requests a rate; 4 engines at time scale 10, tokens x0.25, <= 32 output
+# tokens; a 2-core machine shared with other jobs, load average 7-12):
+#   DEMO_SWEEP=20,40,45,50,55,60,70 bash scripts/demo.sh
+# Round robin's TTFT p90 was 255-274 ms at 20/s and 353-388 ms at 40-45/s
+# in three sweeps, and passed twice its 20/s value at 55/s in one (546 ms)
+# and at 60/s in the two others (590 and 624 ms; the first had no 50 or
+# 55/s step); its E2E time kept up (the last quarter of the requests no
+# slower than 1.5x the first) at 60/s in all three and not at 70/s. So the
+# capacity is 50-55 requests/s, the highest rate below the knee (the knee
+# rule is peerbench.Knee).
+# Re-measure on another machine and set DEMO_QPS to ~85% of what it prints.
 #
 # Knobs (environment; defaults in brackets):
 #   DEMO_REQUESTS (600)  DEMO_QPS (see above)  DEMO_RUNS (2)
