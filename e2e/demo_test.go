@@ -92,8 +92,8 @@ func TestDemo(t *testing.T) {
 			if q := row.Queue; q != nil {
 				queue = fmt.Sprintf(", router queue held %d (mean wait %s ms)", q.Held, whole(q.MeanWaitMS))
 			}
-			fmt.Printf("  run %d %-12s %5.1f QPS: TTFT p50 %s p90 %s p99 %s ms, engine hit rate %.1f%%, %d failed%s [load %s]\n",
-				run, pk.name, qps, whole(row.TTFTP50MS), whole(row.TTFTP90MS), whole(row.TTFTP99MS), 100*row.EngineHitRate, row.Failed, queue, row.LoadAvg)
+			fmt.Printf("  run %d %-12s %5.1f QPS: TTFT p50 %s p90 %s p99 %s ms, engine hit rate %.1f%%, busiest engine's prefill %.2fx the mean, %d failed%s [load %s]\n",
+				run, pk.name, qps, whole(row.TTFTP50MS), whole(row.TTFTP90MS), whole(row.TTFTP99MS), 100*row.EngineHitRate, row.PrefillSkew(), row.Failed, queue, row.LoadAvg)
 			if row.OK == 0 {
 				t.Fatalf("%s: no request of %d served (%v): the stack does not work", pk.name, row.Requests, row.ByStatus)
 			}
@@ -127,8 +127,8 @@ func demoSweep(t *testing.T, eng peerEngines, w peerbench.Workload, c peerClient
 	for _, qps := range rates {
 		for i, pk := range ps {
 			row, st := benchRun(t, eng, pk, 1, w, qps, c, peerbench.Row{Run: 1})
-			fmt.Printf("  sweep %-12s %6.1f QPS (sent %.1f): TTFT p50 %s p90 %s p99 %s ms, E2E p50 %s ms, drift %.2f, hit %.1f%%, %d failed [load %s]\n",
-				pk.name, qps, st.Sent, whole(row.TTFTP50MS), whole(row.TTFTP90MS), whole(row.TTFTP99MS), whole(row.E2EP50MS), st.Drift(), 100*row.EngineHitRate, row.Failed, row.LoadAvg)
+			fmt.Printf("  sweep %-12s %6.1f QPS (sent %.1f): TTFT p50 %s p90 %s p99 %s ms, E2E p50 %s ms, drift %.2f, hit %.1f%%, prefill skew %.2f, %d failed [load %s]\n",
+				pk.name, qps, st.Sent, whole(row.TTFTP50MS), whole(row.TTFTP90MS), whole(row.TTFTP99MS), whole(row.E2EP50MS), st.Drift(), 100*row.EngineHitRate, row.PrefillSkew(), row.Failed, row.LoadAvg)
 			rows = append(rows, row)
 			if i == 0 {
 				points = append(points, peerbench.SweepPoint{QPS: qps, TTFTP90MS: row.TTFTP90MS})

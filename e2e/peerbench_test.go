@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -241,18 +242,27 @@ func startBenchStack(t testing.TB, eng peerEngines, pk benchPicker, replicas int
 
 // cacheCounters sums the engines' prefix-cache counters; an engine that
 // has not published them yet counts zero, and the count of engines that
-// did is returned too.
-func (b *benchStack) cacheCounters(t testing.TB) (peerbench.CacheCounters, int) {
+// did is returned too, with each engine's prefill tokens
+// (vllm:prompt_tokens_total, 0 where not published).
+func (b *benchStack) cacheCounters(t testing.TB) (peerbench.CacheCounters, int, []float64) {
 	t.Helper()
 	var sum peerbench.CacheCounters
 	reported := 0
-	for _, e := range b.engines {
+	prefill := make([]float64, len(b.engines))
+	for i, e := range b.engines {
 		resp, err := http.Get("http://" + e.addr + "/metrics")
 		if err != nil {
 			t.Fatalf("engine %s /metrics: %v", e.addr, err)
 		}
-		c, err := peerbench.ParseCacheCounters(resp.Body)
+		page, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("engine %s /metrics: %v", e.addr, err)
+		}
+		if v, ok, err := peerbench.ParseCounter(bytes.NewReader(page), peerbench.MetricPromptTokens); err == nil && ok {
+			prefill[i] = v
+		}
+		c, err := peerbench.ParseCacheCounters(bytes.NewReader(page))
 		switch {
 		case errors.Is(err, peerbench.ErrNoCacheCounters):
 			continue
@@ -262,7 +272,7 @@ func (b *benchStack) cacheCounters(t testing.TB) (peerbench.CacheCounters, int) 
 		reported++
 		sum = sum.Add(c)
 	}
-	return sum, reported
+	return sum, reported, prefill
 }
 
 // ticks sums utime+stime of the processes.
@@ -369,17 +379,20 @@ func benchRun(t testing.TB, eng peerEngines, pk benchPicker, replicas int, w pee
 	defer b.stop()
 	row.Engine, row.Workload, row.Picker, row.Replicas, row.QPS, row.Client = eng.kind, w.Name, pk.name, replicas, qps, c.name
 	row.LoadAvg = loadAvg()
-	c0, _ := b.cacheCounters(t)
+	c0, _, f0 := b.cacheCounters(t)
 	p0, e0 := ticks(b.pickers), ticks(b.engineProcs())
 	start := time.Now()
 	st := c.run(t, w, b.url, qps, &row, fmt.Sprintf("%s %s x%d %s %.1fqps run%d", eng.kind, pk.name, replicas, w.Name, qps, row.Run))
 	wall := time.Since(start).Seconds()
 	p1, e1 := ticks(b.pickers), ticks(b.engineProcs())
-	c1, reported := b.cacheCounters(t)
+	c1, reported, f1 := b.cacheCounters(t)
 	if reported == 0 {
 		t.Fatalf("%s: no engine published %s after the run: the engines do not report their prefix cache", eng.kind, peerbench.MetricPrefixQueries)
 	}
 	row.EngineHitRate = c1.Sub(c0).HitRate()
+	for i := range f1 {
+		row.EnginePrefill = append(row.EnginePrefill, f1[i]-f0[i])
+	}
 	if row.Requests > 0 {
 		row.PickerCPUMSPerRequest = float64(p1-p0) * 1000 / clockTick / float64(row.Requests)
 	}

@@ -186,9 +186,32 @@ func FuzzParseQueueStats(f *testing.F) {
 	f.Add(vllmPage)
 	f.Add("dualmap_queue_wait_seconds_bucket{le=\"0.005\"} 1e300\ndualmap_queue_wait_seconds_sum NaN\ndualmap_queue_wait_seconds_count +Inf\n")
 	f.Fuzz(func(t *testing.T, page string) {
+		if v, ok, err := ParseCounter(strings.NewReader(page), MetricPromptTokens); err == nil && !ok && v != 0 {
+			t.Fatalf("ParseCounter(%q) = %v without a sample", page, v)
+		}
 		q, err := ParseQueueStats(strings.NewReader(page))
 		if err == nil && (q.Held < 0 || q.Held > q.Requests || !(q.MeanWaitMS >= 0)) {
 			t.Fatalf("ParseQueueStats(%q) = %+v: want held >= 0 and a mean wait >= 0", page, q)
 		}
 	})
+}
+
+func TestParseCounterAndSkew(t *testing.T) {
+	page := vllmPage + "vllm:prompt_tokens_total{model_name=\"a\"} 300\nvllm:prompt_tokens_total_created 1.7e9\nvllm:prompt_tokens_total 100\n"
+	v, ok, err := ParseCounter(strings.NewReader(page), MetricPromptTokens)
+	if err != nil || !ok || v != 400 {
+		t.Fatalf("ParseCounter = %v, %v, %v; want 400 (two label sets, not the _created series)", v, ok, err)
+	}
+	if _, ok, err := ParseCounter(strings.NewReader(vllmPage), MetricPromptTokens); ok || err != nil {
+		t.Fatalf("a page without it: ok %v, err %v; want not ok and no error", ok, err)
+	}
+	if _, _, err := ParseCounter(strings.NewReader("vllm:prompt_tokens_total{a=\"b\" 3\n"), MetricPromptTokens); err == nil {
+		t.Fatal("unterminated labels: want an error")
+	}
+	if s := (Row{EnginePrefill: []float64{100, 300, 200, 200}}).PrefillSkew(); s != 1.5 {
+		t.Fatalf("PrefillSkew = %v, want 300 / 200 = 1.5", s)
+	}
+	if s := (Row{}).PrefillSkew(); s != 0 {
+		t.Fatalf("PrefillSkew without figures = %v, want 0", s)
+	}
 }

@@ -17,6 +17,47 @@ const (
 	MetricPrefixQueries = "vllm:prefix_cache_queries_total"
 )
 
+// MetricPromptTokens is vLLM's counter of prefill tokens computed.
+const MetricPromptTokens = "vllm:prompt_tokens_total"
+
+// ParseCounter sums the samples named name (over every label set) on a
+// Prometheus text page; ok is false when the page has none.
+func ParseCounter(r io.Reader, name string) (sum float64, ok bool, err error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := line[len(name):]
+		switch {
+		case strings.HasPrefix(rest, "{"):
+			end := strings.LastIndexByte(rest, '}')
+			if end < 0 {
+				return 0, false, fmt.Errorf("peerbench: metrics: unterminated labels in %q", line)
+			}
+			rest = rest[end+1:]
+		case strings.HasPrefix(rest, " "):
+		default:
+			continue // another metric whose name starts with name
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			return 0, false, fmt.Errorf("peerbench: metrics: no value in %q", line)
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			return 0, false, fmt.Errorf("peerbench: metrics: %q: %w", line, err)
+		}
+		sum, ok = sum+v, true
+	}
+	if err := sc.Err(); err != nil {
+		return 0, false, fmt.Errorf("peerbench: metrics: %w", err)
+	}
+	return sum, ok, nil
+}
+
 // ErrNoCacheCounters is ParseCacheCounters' error for a page without the
 // counters. vLLM-format engines with labelled counters (llm-d's simulator)
 // publish them only once a request has been counted, so before the first

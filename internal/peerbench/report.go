@@ -33,6 +33,9 @@ type Row struct {
 	// EngineHitRate is the growth of the engines' prefix-cache hit and
 	// query counters over the run, summed over engines.
 	EngineHitRate float64 `json:"engine_hit_rate"`
+	// EnginePrefill is each engine's growth of MetricPromptTokens over the
+	// run (the prefill tokens it computed), in the engines' order.
+	EnginePrefill []float64 `json:"engine_prefill_tokens,omitempty"`
 	// PickerCPUMSPerRequest is the pickers' CPU time (utime+stime, all
 	// replicas) over the run per request sent.
 	PickerCPUMSPerRequest float64 `json:"picker_cpu_ms_per_request"`
@@ -111,4 +114,18 @@ func thousands(ms float64) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+// PrefillSkew is the busiest engine's prefill tokens over the mean of all
+// engines' (1: an even split); 0 without figures.
+func (r Row) PrefillSkew() float64 {
+	var sum, top float64
+	for _, v := range r.EnginePrefill {
+		sum += v
+		top = max(top, v)
+	}
+	if sum <= 0 {
+		return 0
+	}
+	return top / (sum / float64(len(r.EnginePrefill)))
 }
