@@ -41,7 +41,15 @@ func TestDemo(t *testing.T) {
 	maxOutput := envInt(t, "DEMO_MAX_OUTPUT", 32)
 	runs := envInt(t, "DEMO_RUNS", 2)
 	tracePath := cmpOr(os.Getenv("DEMO_TRACE"), filepath.Join(repoRoot, "..", "shared", "traces", "conversation_trace.jsonl"))
-	out := cmpOr(os.Getenv("DEMO_OUT"), t.TempDir())
+	out := os.Getenv("DEMO_OUT")
+	if out == "" {
+		// Not t.TempDir: the table and chart must outlive the test.
+		dir, err := os.MkdirTemp("", "dualmap-demo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = dir
+	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
