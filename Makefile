@@ -112,9 +112,12 @@ jaeger:
 run:
 	ENGINE="$(ENGINE)" GATEWAY="$(GATEWAY)" bash scripts/run.sh
 
-# demo: replay the conversation trace through the stack, dualmap vs round robin.
+# demo: the conversation trace through Envoy to 4 simulated engines near
+# the stack's capacity, dualmap vs round robin (and llm-d's picker when
+# LLMD_SRC names an llm-d-router checkout or its binary is cached): a table
+# and a chart in a temp dir (knobs at the top of scripts/demo.sh).
 demo:
-	bash scripts/demo.sh
+	GO=$(GO) LLMD_SRC="$(LLMD_SRC)" bash scripts/demo.sh
 
 # bench-e2e: the router's added latency through a real Envoy, full-duplex
 # and BUFFERED ext_proc against Envoy alone, 2 KB and 200 KB prompts (a
