@@ -30,7 +30,11 @@ once it listens; SIGINT or SIGTERM stop it after in-flight requests finish
 (at most 10 s). Faults can be changed at run time with POST /admin/fault
 {"error_rate":x,"added_latency_ms":n,"down":bool,"refuse_inference":bool}
 (refuse_inference: new connections are refused and inference connections reset, while
-connections already open still answer /health).
+connections already open still answer /health). It also serves both legs of a
+prefill/decode request (kv_transfer_params, as vLLM's KV connectors take
+them): a prefill leg (do_remote_decode) answers the KV it holds, and a decode
+leg (do_remote_prefill) receives that KV into its prefix cache, after
+--kv-transfer-per-token per token, instead of computing it.
 
 Example:
   dualmap engine --listen 127.0.0.1:8001 --time-scale 10
@@ -56,6 +60,7 @@ func runEngine(args []string, stdout, stderr io.Writer) error {
 		latency   = fs.Duration("added-latency", 0, "wall delay before every response")
 		refuse    = fs.Bool("refuse-connections", false, "reset every connection (a crashed server)")
 		seed      = fs.Uint64("seed", 1, "seed of the failed-request draws")
+		transfer  = fs.Float64("kv-transfer-per-token", httpengine.DefaultKVTransferPerToken, "simulated seconds per prompt token whose KV a decode leg (kv_transfer_params.do_remote_prefill) receives from a prefill instance; 0: free")
 		name      = fs.String("name", "", "instance name in the x-engine-name header and metrics (default: the listen address)")
 	)
 	if help, err := cli.ParseFlags(fs, args); help || err != nil {
@@ -75,6 +80,7 @@ func runEngine(args []string, stdout, stderr io.Writer) error {
 		opt: httpengine.Options{
 			Profile: prof, BlockSize: *blockSize, Model: *model, TimeScale: *timeScale,
 			OutputTokens: *output, ErrorRate: *errorRate, AddedLatency: *latency, Seed: *seed, Name: *name,
+			KVTransferPerToken: kvTransfer(*transfer),
 		},
 	}
 	// Flag values New would reject are usage errors; check before listening.
@@ -84,6 +90,14 @@ func runEngine(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return serveEngine(ctx, cfg, func(addr string) { fmt.Fprintf(stderr, "engine listening on %s\n", addr) })
+}
+
+// kvTransfer maps the flag's 0 (free) to Options' "none" (negative).
+func kvTransfer(v float64) float64 {
+	if v == 0 {
+		return -1
+	}
+	return v
 }
 
 // engineConfig is what serveEngine needs.

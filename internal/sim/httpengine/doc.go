@@ -44,5 +44,6 @@
 // (server-sent events), text.go (the synthetic output), faults.go (fault
 // injection and /admin/fault), listener.go (the listener and connections
 // the connection faults act on), endpoints.go (/health, /v1/models),
-// metrics.go (/metrics).
+// metrics.go (/metrics), pd.go (the prefill and decode legs of a
+// disaggregated request: kv_transfer_params).
 package httpengine

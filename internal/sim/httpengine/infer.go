@@ -40,6 +40,9 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ext, err := parseExtras(raw)
+	if err == nil {
+		err = checkPD(ext.KV, req.Stream)
+	}
 	if err != nil {
 		writeParseError(w, err)
 		return
@@ -67,7 +70,20 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request) {
 		finish:       finish,
 		includeUsage: ext.StreamOptions != nil && ext.StreamOptions.IncludeUsage,
 	}
+	if ext.KV != nil && ext.KV.DoRemoteDecode {
+		rep.kv = s.prefillAnswer(prompt.Blocks)
+		s.prefillLegs.Add(1)
+	}
+	recv := received(ext.KV, prompt.Blocks)
+	if len(recv) > 0 {
+		tokens := min(len(recv)*s.opt.BlockSize, prompt.Tokens)
+		if !sleep(r.Context(), s.transferWait(tokens)) {
+			return
+		}
+		s.kvReceived.Add(int64(tokens))
+	}
 	t := newTicket(&engine.Request{ID: id, Blocks: prompt.Blocks, Tokens: prompt.Tokens, Output: n})
+	t.received = recv
 	if !s.enqueue(r.Context(), t) {
 		writeError(w, http.StatusServiceUnavailable, "server_error", "engine stopped")
 		return
@@ -129,6 +145,8 @@ type extras struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 	IgnoreEOS bool `json:"ignore_eos"`
+	// KV is a prefill/decode leg's kv_transfer_params (pd.go).
+	KV *kvParams `json:"kv_transfer_params"`
 }
 
 // parseExtras reads extras from a body openai.Parse accepted; a field of

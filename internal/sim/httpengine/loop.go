@@ -80,8 +80,12 @@ type tracked struct {
 	firstStep int64    // engine steps finished when the first token came out
 }
 
-// add submits t's request at the current time.
+// add submits t's request at the current time, after the KV blocks it
+// received.
 func (l *loop) add(t *ticket) {
+	if len(t.received) > 0 {
+		l.e.Receive(t.received)
+	}
 	l.e.Submit(l.now, t.req)
 	l.live[t.req.ID] = &tracked{t: t, p: progress{PromptTokens: t.req.Tokens}}
 }

@@ -50,6 +50,12 @@ func newMetrics(s *Server) *metrics {
 		func(v Snapshot) float64 { return float64(v.Engine.RecomputedTokens) })
 	counter("vllm:generation_tokens_total", "Number of generation tokens processed.",
 		func(v Snapshot) float64 { return float64(v.GenerationTokens) })
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "dualmap_engine_prefill_legs_total",
+		Help: "Prefill legs of prefill/decode requests served (kv_transfer_params.do_remote_decode).", ConstLabels: labels},
+		func() float64 { return float64(s.prefillLegs.Load()) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "dualmap_engine_kv_received_tokens_total",
+		Help: "Prompt tokens whose KV a decode leg received from a prefill instance (kv_transfer_params.do_remote_prefill) instead of computing.", ConstLabels: labels},
+		func() float64 { return float64(s.kvReceived.Load()) }))
 	m := &metrics{
 		ttft: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "vllm:time_to_first_token_seconds", Help: "Histogram of time to first token in seconds (simulated).",

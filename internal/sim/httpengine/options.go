@@ -20,6 +20,9 @@ const (
 	DefaultTimeScale    = 1
 	DefaultOutputTokens = 64
 	DefaultName         = "engine"
+	// DefaultKVTransferPerToken is llm-d's simulator's figure for an 8B
+	// model on H100s (kv-cache-transfer-time-per-token), as package sim's.
+	DefaultKVTransferPerToken = 3e-6
 )
 
 // Options configure a Server. Zero fields take the defaults above.
@@ -53,6 +56,11 @@ type Options struct {
 	// Seed seeds the choice of failed requests and the profile's prefill
 	// noise.
 	Seed uint64
+
+	// KVTransferPerToken is the simulated seconds a decode leg waits per
+	// prompt token whose KV it receives from a prefill instance (pd.go);
+	// zero means DefaultKVTransferPerToken, negative none.
+	KVTransferPerToken float64
 
 	// Name names this instance (e.g. its address) in the x-engine-name
 	// response header and the engine_name metrics label.
@@ -104,6 +112,14 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Name == "" {
 		o.Name = DefaultName
+	}
+	switch {
+	case o.KVTransferPerToken == 0:
+		o.KVTransferPerToken = DefaultKVTransferPerToken
+	case o.KVTransferPerToken < 0:
+		o.KVTransferPerToken = 0
+	case math.IsNaN(o.KVTransferPerToken) || math.IsInf(o.KVTransferPerToken, 0):
+		bad("KVTransferPerToken must be finite, got %g", o.KVTransferPerToken)
 	}
 	return o, errors.Join(errs...)
 }

@@ -15,9 +15,10 @@ type reply struct {
 	chat         bool // chat completion, else text completion
 	created      int64
 	model        string
-	output       int    // tokens to generate
-	finish       string // "stop" or "length"
-	includeUsage bool   // stream_options.include_usage
+	output       int       // tokens to generate
+	finish       string    // "stop" or "length"
+	includeUsage bool      // stream_options.include_usage
+	kv           *kvAnswer // a prefill leg's kv_transfer_params (pd.go)
 }
 
 // Wire types of OpenAI responses; see the OpenAI API reference.
@@ -29,6 +30,8 @@ type (
 		Model   string   `json:"model"`
 		Choices []choice `json:"choices"`
 		Usage   *usage   `json:"usage,omitempty"`
+		// KVTransferParams: a prefill leg's answer (pd.go).
+		KVTransferParams *kvAnswer `json:"kv_transfer_params,omitempty"`
 	}
 	choice struct {
 		Index        int       `json:"index"`
@@ -81,7 +84,7 @@ func (r *reply) whole(p progress) body {
 	} else {
 		c.Text = &out
 	}
-	return body{ID: r.id, Object: object, Created: r.created, Model: r.model, Choices: []choice{c}, Usage: r.usage(p)}
+	return body{ID: r.id, Object: object, Created: r.created, Model: r.model, Choices: []choice{c}, Usage: r.usage(p), KVTransferParams: r.kv}
 }
 
 // chunk is stream chunk i: token i's text (the first chat chunk also

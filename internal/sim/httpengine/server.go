@@ -33,6 +33,9 @@ type Server struct {
 	started atomic.Bool
 	nextID  atomic.Int64
 
+	prefillLegs atomic.Int64 // requests with do_remote_decode (pd.go)
+	kvReceived  atomic.Int64 // prompt tokens received by KV transfer (pd.go)
+
 	faults faultState
 	refuse atomic.Bool
 	conns  connSet // accepted through Listener

@@ -24,8 +24,11 @@ type progress struct {
 // blocks on a handler that went away, and a handler that was slow sees the
 // latest progress at once.
 type ticket struct {
-	req    *engine.Request // owned by Run after submission
-	notify chan struct{}
+	req *engine.Request // owned by Run after submission
+	// received are KV blocks transferred from a prefill instance, which
+	// Run puts in the engine's prefix cache before submitting req.
+	received []uint64
+	notify   chan struct{}
 
 	mu sync.Mutex
 	p  progress
