@@ -1,6 +1,6 @@
 // Command dualmap is the DualMap LLM request router: an Envoy ext_proc
 // server (serve), a trace-driven cluster simulator (sim), a simulated model
-// server (engine), a trace replayer (replay) and configuration tools (config).
+// server (engine), a stand-in prefill/decode sidecar (pd-sidecar), a trace replayer (replay) and configuration tools (config).
 //
 // This file only dispatches subcommands; each lives in its own file, and
 // serve, the router, in its own package (internal/servecmd), whose
@@ -29,12 +29,13 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"serve":   {"run the Envoy ext_proc routing server", servecmd.Run},
-		"sim":     {"run the trace-driven cluster simulator", runSim},
-		"engine":  {"run a simulated OpenAI-compatible model server", runEngine},
-		"replay":  {"replay a trace against an OpenAI-compatible URL", runReplay},
-		"config":  {"check a config file or print the defaults", runConfig},
-		"version": {"print the version", runVersion},
+		"serve":      {"run the Envoy ext_proc routing server", servecmd.Run},
+		"sim":        {"run the trace-driven cluster simulator", runSim},
+		"engine":     {"run a simulated OpenAI-compatible model server", runEngine},
+		"pd-sidecar": {"run a stand-in P/D sidecar in front of a decode engine", runPDSidecar},
+		"replay":     {"replay a trace against an OpenAI-compatible URL", runReplay},
+		"config":     {"check a config file or print the defaults", runConfig},
+		"version":    {"print the version", runVersion},
 	}
 }
 
@@ -77,7 +78,7 @@ func usage(w io.Writer, cmds map[string]command) {
 	fmt.Fprintln(w, "usage: dualmap <command> [flags]")
 	fmt.Fprintln(w, "\ncommands:")
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
+		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
 	}
 }
 
