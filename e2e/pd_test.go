@@ -16,62 +16,106 @@ import (
 	"time"
 )
 
-// A prefill/decode pool served by llm-d's own parts: Envoy -> dualmap ->
-// decode instances, each llm-d's P/D sidecar (cmd/pd-sidecar of
-// llm-d-router) in front of llm-d's vLLM simulator, and prefill instances,
-// the simulator alone. The router pins each request to a decode instance
-// and, when its decider says so, names a prefill instance in
+// A prefill/decode pool, two ways: Envoy -> dualmap -> decode instances,
+// each a P/D sidecar in front of an engine, and prefill instances, the
+// engine alone. The router pins each request to a decode instance and,
+// when its decider says so, names a prefill instance in
 // x-prefiller-host-port; the sidecar then sends the prompt there first
 // (kv_transfer_params do_remote_decode, max_tokens 1) and decodes with the
-// prefill's answer (do_remote_prefill). DUALMAP_LLMD_SIDECAR and
-// DUALMAP_LLMD_SIM name the binaries (make e2e-pd builds them with
-// scripts/llmd-sidecar.sh and scripts/llmd-sim.sh from llm-d's snapshots).
+// prefill's answer (do_remote_prefill).
+//
+//   - TestPDPool (make e2e, always): our parts, dualmap pd-sidecar (the
+//     stand-in of package pdsidecar) in front of dualmap engine, which
+//     serves both legs (it answers a prefill leg's KV and receives it on
+//     the decode leg).
+//   - TestPDThroughLLMDSidecar (make e2e-pd): llm-d's own, its P/D sidecar
+//     (cmd/pd-sidecar of llm-d-router) in front of its vLLM simulator.
+//     DUALMAP_LLMD_SIDECAR and DUALMAP_LLMD_SIM name the binaries (make
+//     e2e-pd builds them with scripts/llmd-sidecar.sh and
+//     scripts/llmd-sim.sh from llm-d's snapshots); unset, it skips.
+//
+// Both run the same checks (testPDPool).
 
 // pdStack is a stack whose engines are the decode sidecars, with the
-// prefill simulators beside it.
+// prefill engines beside it.
 type pdStack struct {
 	*stack
 	prefill []string // the prefill instances' addresses
 	decode  []string // the decode instances' (sidecars') addresses
+	behind  []string // the engines behind the sidecars, in the same order
 	sims    map[string]*engineProc
 }
 
 const pdConfig = `    pd: {min_uncached_tokens: 64, decode_hit_ratio: 0.9}
 `
 
-func startPDStack(t *testing.T, nPrefill, nDecode int) *pdStack {
-	t.Helper()
+// pdParts says how to start a P/D stack's processes.
+type pdParts struct {
+	// engine is the command line of an engine (prefill, or behind a
+	// sidecar) on port.
+	engine func(name string, port int) []string
+	// sidecar is the command line of a sidecar on port in front of the
+	// engine on enginePort.
+	sidecar func(port, enginePort int) []string
+}
+
+// standInParts are ours: dualmap engine and dualmap pd-sidecar.
+func standInParts() pdParts {
+	return pdParts{
+		engine: func(_ string, port int) []string {
+			addr := fmt.Sprintf("127.0.0.1:%d", port)
+			return []string{dualmapBin, "engine", "--listen", addr, "--time-scale", "50", "--name", addr, "--block-size", "16"}
+		},
+		sidecar: func(port, enginePort int) []string {
+			return []string{dualmapBin, "pd-sidecar", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--decode", fmt.Sprintf("127.0.0.1:%d", enginePort)}
+		},
+	}
+}
+
+// llmdParts are llm-d's, from the binaries the environment names (the
+// test skips without them).
+func llmdParts(t *testing.T) pdParts {
 	sim, side := os.Getenv("DUALMAP_LLMD_SIM"), os.Getenv("DUALMAP_LLMD_SIDECAR")
 	if sim == "" || side == "" {
-		t.Skip("DUALMAP_LLMD_SIM / DUALMAP_LLMD_SIDECAR not set: run `make e2e-pd LLMD_SRC=<llm-d-router checkout> LLMD_SIM_SRC=<llm-d-inference-sim checkout>`")
+		t.Skip("DUALMAP_LLMD_SIM / DUALMAP_LLMD_SIDECAR not set: run `make e2e-pd LLMD_SRC=<llm-d-router checkout> LLMD_SIM_SRC=<llm-d-inference-sim checkout>` (TestPDPool runs the same checks with dualmap's stand-ins)")
 	}
 	profile := filepath.Join(repoRoot, "e2e", "testdata", "llmd-sim-pd.yaml")
+	return pdParts{
+		engine: func(_ string, port int) []string {
+			// POD_IP is required with the KV cache on; env(1) execs.
+			return []string{"env", "POD_IP=127.0.0.1", sim, "--config", profile, "--port", strconv.Itoa(port)}
+		},
+		sidecar: func(port, enginePort int) []string {
+			return []string{side, "--port", strconv.Itoa(port), "--model-server-port", strconv.Itoa(enginePort), "--secure-proxy=false"}
+		},
+	}
+}
+
+func startPDStack(t *testing.T, parts pdParts, nPrefill, nDecode int) *pdStack {
+	t.Helper()
 	dir := t.TempDir()
 	ps := &pdStack{sims: map[string]*engineProc{}}
-	startSim := func(name string) string {
+	startEngine := func(name string) int {
 		port := freePort(t)
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		// POD_IP is required with the KV cache on; env(1) execs.
-		p := startProc(t, dir, name, "env", "POD_IP=127.0.0.1", sim, "--config", profile, "--port", strconv.Itoa(port))
+		p := startProc(t, dir, name, parts.engine(name, port)...)
 		ps.sims[addr] = &engineProc{proc: p, addr: addr}
-		return addr
+		return port
 	}
 	for i := range nPrefill {
-		ps.prefill = append(ps.prefill, startSim(fmt.Sprintf("prefill-%d", i)))
+		ps.prefill = append(ps.prefill, fmt.Sprintf("127.0.0.1:%d", startEngine(fmt.Sprintf("prefill-%d", i))))
 	}
-	var behind []string
+	var behind []int
 	for i := range nDecode {
-		behind = append(behind, startSim(fmt.Sprintf("decode-sim-%d", i)))
+		behind = append(behind, startEngine(fmt.Sprintf("decode-engine-%d", i)))
+		ps.behind = append(ps.behind, fmt.Sprintf("127.0.0.1:%d", behind[i]))
 	}
 	for addr := range ps.sims {
 		waitHTTP(t, "http://"+addr+"/health", 60*time.Second)
 	}
 	ps.stack = startStack(t, stackOptions{
-		engines: nDecode,
-		engineArgs: func(i, port int) []string {
-			_, simPort, _ := strings.Cut(behind[i], ":")
-			return []string{side, "--port", strconv.Itoa(port), "--model-server-port", simPort, "--secure-proxy=false"}
-		},
+		engines:    nDecode,
+		engineArgs: func(i, port int) []string { return parts.sidecar(port, behind[i]) },
 		pools: func(engines []string) string {
 			ps.decode = engines
 			var b strings.Builder
@@ -89,8 +133,9 @@ func startPDStack(t *testing.T, nPrefill, nDecode int) *pdStack {
 	return ps
 }
 
-// prefilled returns how many requests each prefill simulator has completed
-// (the count of its vllm:time_to_first_token_seconds: one per request, the prefill leg's included).
+// prefilled returns how many requests each prefill engine has completed
+// (the count of its vllm:time_to_first_token_seconds: one per request, the
+// prefill leg's included).
 func (ps *pdStack) prefilled() map[string]float64 {
 	out := map[string]float64{}
 	for _, addr := range ps.prefill {
@@ -123,13 +168,13 @@ func metricSum(url, name string) float64 {
 	return sum
 }
 
-// waitPrefilled waits, at most faultWait, until the prefill simulators'
+// waitPrefilled waits, at most faultWait, until the prefill engines'
 // counts are want, and fails the test saying what they were otherwise.
 func (ps *pdStack) waitPrefilled(t *testing.T, want map[string]float64) {
 	t.Helper()
 	var got map[string]float64
 	if !waitLoad(func() bool { got = ps.prefilled(); return fmt.Sprint(got) == fmt.Sprint(want) }) {
-		t.Fatalf("prefill simulators completed %v, want %v (the router's remote prefills)", got, want)
+		t.Fatalf("prefill engines completed %v, want %v (the router's remote prefills)", got, want)
 	}
 }
 
@@ -166,8 +211,60 @@ func uniqueTail(tag string) string {
 	return strings.Repeat(tag+" asks about parcel routing. ", 640/(len(tag)+27)+1)
 }
 
+func TestPDPool(t *testing.T) {
+	ps := startPDStack(t, standInParts(), 3, 2)
+	testPDPool(t, ps)
+	checkLegs(t, ps)
+}
+
+// llm-d's parts, and each of ours with the other's: the stand-ins speak
+// llm-d's protocol.
 func TestPDThroughLLMDSidecar(t *testing.T) {
-	ps := startPDStack(t, 3, 2)
+	llmd, ours := llmdParts(t), standInParts()
+	t.Run("llm-d sidecar and simulator", func(t *testing.T) { testPDPool(t, startPDStack(t, llmd, 3, 2)) })
+	t.Run("llm-d sidecar, dualmap engine", func(t *testing.T) {
+		ps := startPDStack(t, pdParts{engine: ours.engine, sidecar: llmd.sidecar}, 3, 2)
+		testPDPool(t, ps)
+		checkLegs(t, ps)
+	})
+	t.Run("dualmap pd-sidecar, llm-d simulator", func(t *testing.T) {
+		testPDPool(t, startPDStack(t, pdParts{engine: llmd.engine, sidecar: ours.sidecar}, 3, 2))
+	})
+}
+
+// checkLegs checks, from dualmap engines' own metrics, that the prefill
+// instances served only prefill legs and the decode engines none, and that
+// the decode engines received KV instead of computing it.
+func checkLegs(t *testing.T, ps *pdStack) {
+	t.Helper()
+	for _, addr := range ps.prefill {
+		select {
+		case <-ps.sims[addr].done:
+			continue // the one killed
+		default:
+		}
+		u := "http://" + addr + "/metrics"
+		legs, all := metricSum(u, "dualmap_engine_prefill_legs_total"), metricSum(u, "vllm:time_to_first_token_seconds_count")
+		if legs != all || legs < 1 {
+			t.Errorf("prefill instance %s: %v prefill legs of %v requests, want all of them and at least one", addr, legs, all)
+		}
+	}
+	received := 0.0
+	for _, addr := range ps.behind {
+		u := "http://" + addr + "/metrics"
+		if legs := metricSum(u, "dualmap_engine_prefill_legs_total"); legs != 0 {
+			t.Errorf("decode engine %s served %v prefill legs, want 0", addr, legs)
+		}
+		received += metricSum(u, "dualmap_engine_kv_received_tokens_total")
+	}
+	if received < 1 {
+		t.Errorf("the decode engines received %v tokens of KV, want the remote prefills'", received)
+	}
+}
+
+// testPDPool runs the checks on a stack of three prefill and two decode
+// instances.
+func testPDPool(t *testing.T, ps *pdStack) {
 	s := ps.stack
 	post := func(system, user string) reply {
 		return s.post("/v1/chat/completions", chatBody(system, user, false, 4))
