@@ -163,11 +163,13 @@ e2e-gateways:
 
 # e2e-pd: a prefill/decode pool through llm-d's own parts: Envoy -> dualmap
 # -> llm-d's P/D sidecar (cmd/pd-sidecar) in front of llm-d's vLLM simulator
-# for the decode instances, the simulator alone for the prefill instances
-# (TestPDThroughLLMDSidecar). Opt-in: both are built from llm-d's snapshots
-# (LLMD_SRC: an llm-d-router checkout, LLMD_SIM_SRC: an llm-d-inference-sim
-# checkout; scripts/llmd-sidecar.sh and scripts/llmd-sim.sh, cached outside
-# the repository), which a fresh clone does not have.
+# for the decode instances, the simulator alone for the prefill instances,
+# then each of llm-d's with ours (dualmap pd-sidecar, dualmap engine)
+# (TestPDThroughLLMDSidecar), and ours alone (TestPDPool, which make e2e
+# runs too). Opt-in: llm-d's are built from its snapshots (LLMD_SRC: an
+# llm-d-router checkout, LLMD_SIM_SRC: an llm-d-inference-sim checkout;
+# scripts/llmd-sidecar.sh and scripts/llmd-sim.sh, cached outside the
+# repository), which a fresh clone does not have.
 e2e-pd:
 	@side=$$(GO=$(GO) bash scripts/llmd-sidecar.sh "$(LLMD_SRC)" | tail -n 1) && \
 	sim=$$(GO=$(GO) bash scripts/llmd-sim.sh "$(LLMD_SIM_SRC)" "$(LLMD_SRC)" | tail -n 1) && \
