@@ -24,9 +24,13 @@
 // connections is 503 and any other failure to reach it 502. The answers
 // this package writes itself are vLLM's error object (object "error",
 // message, type, code). Unlike llm-d's, bodies are bounded (MaxBodyBytes:
-// 413 for a request, 502 for a prefill answer) and the decode answer's
-// usage is not rewritten to the prefill's cached tokens: it reports the
-// decode engine's, which count the KV it received.
+// 413 for a request, 502 for a prefill answer).
+//
+// As llm-d's, the decode answer's usage reports the prefill instance's
+// cached tokens (usage.go).
+//
+// The files: pdsidecar.go (Server, the two legs, failures), usage.go (the
+// decode answer's cached tokens).
 package pdsidecar
 
 import (
@@ -234,7 +238,9 @@ func (s *Server) twoLegs(w http.ResponseWriter, r *http.Request, pre string) {
 	dreq.ContentLength = int64(len(dbody))
 	dreq.Header.Del("Content-Length")
 	dreq.Header.Set(RequestIDHeader, id)
-	s.decode.ServeHTTP(w, dreq)
+	uw := &usageWriter{w: w, cached: cachedOf(ans), max: int(s.opt.MaxBodyBytes)}
+	s.decode.ServeHTTP(uw, dreq)
+	uw.finish()
 }
 
 // prefillLeg sends body to pre and returns its answer; an error is a

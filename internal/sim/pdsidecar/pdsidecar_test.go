@@ -8,9 +8,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/dualmap/dualmap/internal/sim/httpengine"
 )
@@ -218,7 +220,8 @@ func TestStreamPassThrough(t *testing.T) {
 	url := sidecar(t, dec)
 	req, _ := http.NewRequest("POST", url+"/v1/chat/completions", strings.NewReader(clientBody))
 	req.Header.Set(DefaultHeader, pre)
-	resp, err := http.DefaultClient.Do(req)
+	// Bounded: a stream held back would block the read below.
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +239,8 @@ func TestStreamPassThrough(t *testing.T) {
 
 // With simulated engines as both halves: the prefill instance does one
 // prefill leg and the decode engine receives its KV, so the prompt is
-// cached there; streamed and not.
+// cached there; the answer reports the prefill instance's cache hit
+// (none, then the whole prompt but its last token); streamed and not.
 func TestWithEngines(t *testing.T) {
 	engine := func(name string) string {
 		s, err := httpengine.New(httpengine.Options{TimeScale: 50, OutputTokens: 4, Name: name})
@@ -266,36 +270,95 @@ func TestWithEngines(t *testing.T) {
 		}
 		return ""
 	}
+	type usage struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		PromptTokensDetails struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	}
 	content, _ := json.Marshal(strings.Repeat("Prefilled remotely, decoded here. ", 50))
 	body := `{"model":"m","messages":[{"role":"user","content":` + string(content) + `}],"max_tokens":4`
 	resp, b := post(t, url+"/v1/chat/completions", body+`}`, DefaultHeader, pre)
-	var got struct {
-		Usage struct {
-			PromptTokens        int `json:"prompt_tokens"`
-			CompletionTokens    int `json:"completion_tokens"`
-			PromptTokensDetails struct {
-				CachedTokens int `json:"cached_tokens"`
-			} `json:"prompt_tokens_details"`
-		}
-	}
+	var got struct{ Usage usage }
 	if resp.StatusCode != 200 || json.Unmarshal(b, &got) != nil {
 		t.Fatalf("answer %d %s", resp.StatusCode, b)
 	}
-	if got.Usage.CompletionTokens != 4 || got.Usage.PromptTokensDetails.CachedTokens != got.Usage.PromptTokens-1 {
-		t.Errorf("usage %+v, want 4 tokens and the prompt but its last token cached (received)", got.Usage)
+	if got.Usage.CompletionTokens != 4 || got.Usage.PromptTokensDetails.CachedTokens != 0 {
+		t.Errorf("usage %+v, want 4 tokens and the prefill's cache hit (none)", got.Usage)
 	}
 	if legs := metric(pre, "dualmap_engine_prefill_legs_total"); legs != "1" {
 		t.Errorf("prefill engine served %s prefill legs, want 1", legs)
 	}
-	if metric(dec, "dualmap_engine_kv_received_tokens_total") == "0" {
-		t.Errorf("decode engine received no KV")
+	if v := metric(dec, "dualmap_engine_kv_received_tokens_total"); v == "0" || v == "" {
+		t.Errorf("decode engine received %q tokens of KV, want the prompt's", v)
 	}
-	resp, b = post(t, url+"/v1/chat/completions", body+`,"stream":true}`, DefaultHeader, pre)
-	if resp.StatusCode != 200 || !strings.HasSuffix(string(b), "data: [DONE]\n\n") || strings.Count(string(b), "data: ") != 6 {
-		t.Errorf("streamed: %d %q, want 4 token chunks, the closing chunk and [DONE]", resp.StatusCode, b)
+	if hits := metric(dec, "vllm:prefix_cache_hits_total"); hits != strconv.Itoa(got.Usage.PromptTokens-1) {
+		t.Errorf("decode engine's prefix cache hits %s, want %d (the received prompt but its last token)", hits, got.Usage.PromptTokens-1)
+	}
+	resp, b = post(t, url+"/v1/chat/completions", body+`,"stream":true,"stream_options":{"include_usage":true}}`, DefaultHeader, pre)
+	if resp.StatusCode != 200 || !strings.HasSuffix(string(b), "data: [DONE]\n\n") || strings.Count(string(b), "data: ") != 7 {
+		t.Fatalf("streamed: %d %q, want 4 token chunks, the closing chunk, usage and [DONE]", resp.StatusCode, b)
+	}
+	events := strings.Split(strings.TrimSuffix(string(b), "\n\n"), "\n\n")
+	var last struct{ Usage *usage }
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(events[len(events)-2], "data: ")), &last); err != nil || last.Usage == nil {
+		t.Fatalf("usage chunk %q: %v", events[len(events)-2], err)
+	}
+	if c := last.Usage.PromptTokensDetails.CachedTokens; c != got.Usage.PromptTokens-1 {
+		t.Errorf("streamed usage cached_tokens %d, want %d (the prefill instance holds the prompt now)", c, got.Usage.PromptTokens-1)
 	}
 	if legs := metric(pre, "dualmap_engine_prefill_legs_total"); legs != "2" {
 		t.Errorf("prefill engine served %s prefill legs, want 2 (the streamed request's not streamed)", legs)
+	}
+}
+
+// The decode answer's usage: set to the prefill's cached tokens, whole or
+// streamed (lines split across writes), and left alone where it has none,
+// is not JSON, is an error or is over the bound.
+func TestUsageRewrite(t *testing.T) {
+	run := func(status int, ctype string, max int, writes ...string) string {
+		rec := httptest.NewRecorder()
+		u := &usageWriter{w: rec, cached: 42, max: max}
+		u.Header().Set("Content-Type", ctype)
+		u.Header().Set("Content-Length", "999")
+		u.WriteHeader(status)
+		for _, w := range writes {
+			u.Write([]byte(w))
+			u.Flush()
+		}
+		u.finish()
+		if status == 200 && rec.Header().Get("Content-Length") != "" {
+			t.Errorf("Content-Length kept on a rewritten answer")
+		}
+		return rec.Body.String()
+	}
+	const js = "application/json"
+	for _, tt := range []struct {
+		name   string
+		status int
+		ctype  string
+		max    int
+		writes []string
+		want   string
+	}{
+		{"whole", 200, js, 1 << 10, []string{`{"id":"a","usage":{"prompt_tokens":9,`, `"prompt_tokens_details":{"cached_tokens":8}}}`},
+			`{"id":"a","usage":{"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":42}}}`},
+		{"details null", 200, js, 1 << 10, []string{`{"usage":{"prompt_tokens":9,"prompt_tokens_details":null}}`},
+			`{"usage":{"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":42}}}`},
+		{"no usage", 200, js, 1 << 10, []string{`{"id":"a", "x":1}`}, `{"id":"a", "x":1}`},
+		{"not JSON", 200, js, 1 << 10, []string{`<html>`}, `<html>`},
+		{"error", 500, js, 1 << 10, []string{`{"usage":{}}`}, `{"usage":{}}`},
+		{"over the bound", 200, js, 8, []string{`{"usage":{"prompt_tokens":1}}`}, `{"usage":{"prompt_tokens":1}}`},
+		{"stream", 200, "text/event-stream", 1 << 10, []string{"data: {\"choices\":[1]}\n\ndata: {\"usage\":{\"prompt_tok", "ens\":3}}\n\ndata: [DONE]\n\n"},
+			"data: {\"choices\":[1]}\n\ndata: {\"usage\":{\"prompt_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":42}}}\n\ndata: [DONE]\n\n"},
+		{"stream without a final newline", 200, "text/event-stream", 1 << 10, []string{`data: {"usage":{}}`}, `data: {"usage":{"prompt_tokens_details":{"cached_tokens":42}}}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := run(tt.status, tt.ctype, tt.max, tt.writes...); got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
 	}
 }
 
