@@ -18,7 +18,7 @@ func fast() Options { return Options{TimeScale: 50, OutputTokens: 8, Name: "test
 
 // start runs a Server for opt behind an httptest server (through its
 // refusing listener) and returns it with its base URL; cleanup stops both.
-func start(t *testing.T, opt Options) (*Server, string) {
+func start(t testing.TB, opt Options) (*Server, string) {
 	t.Helper()
 	s, err := New(opt)
 	if err != nil {

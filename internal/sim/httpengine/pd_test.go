@@ -158,3 +158,33 @@ func TestPDBadRequests(t *testing.T) {
 		})
 	}
 }
+
+// Any kv_transfer_params: an answer or a 400, never a 5xx or a panic; a
+// decode leg never receives more than its prompt.
+func FuzzKVTransferParams(f *testing.F) {
+	f.Add(`{"do_remote_decode":true}`, false)
+	f.Add(`{"do_remote_prefill":true,"remote_block_ids":["0",1,null,{"a":[]}]}`, false)
+	f.Add(`{"do_remote_decode":true}`, true)
+	f.Add(`[]`, false)
+	opt := fast()
+	opt.TimeScale, opt.OutputTokens = 1e6, 1
+	s, url := start(f, opt)
+	f.Fuzz(func(t *testing.T, kv string, stream bool) {
+		if !json.Valid([]byte(kv)) {
+			return // not a JSON body: the parser's own fuzz target
+		}
+		before := s.kvReceived.Load()
+		extra := `,"kv_transfer_params":` + kv
+		if stream {
+			extra += `,"stream":true`
+		}
+		content := strings.Repeat("fuzzed prompt ", 20)
+		a := do(t, "POST", url+"/v1/chat/completions", chatBody(content, extra))
+		if a.status != http.StatusOK && a.status != http.StatusBadRequest {
+			t.Fatalf("kv_transfer_params %s: %d %s, want 200 or 400", kv, a.status, a.body)
+		}
+		if n := s.kvReceived.Load() - before; n > int64(promptOf(t, content).Tokens) {
+			t.Errorf("received %d tokens for a prompt of %d", n, promptOf(t, content).Tokens)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package pdsidecar
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -368,4 +369,27 @@ func TestNewRejects(t *testing.T) {
 			t.Errorf("New(%+v) accepted", o)
 		}
 	}
+}
+
+// Any answer, cut anywhere: no panic, and what carries no usage passes
+// unchanged.
+func FuzzUsageWriter(f *testing.F) {
+	f.Add([]byte(`{"usage":{"prompt_tokens_details":{"cached_tokens":3}}}`), uint8(5), true)
+	f.Add([]byte("data: {\"usage\":null}\n\ndata: [DONE]\n\n"), uint8(9), true)
+	f.Add([]byte("data: {\"x\":1}\r\n\r\n"), uint8(0), false)
+	f.Fuzz(func(t *testing.T, body []byte, cut uint8, sse bool) {
+		rec := httptest.NewRecorder()
+		u := &usageWriter{w: rec, cached: 7, max: 64}
+		if sse {
+			u.Header().Set("Content-Type", "text/event-stream")
+		}
+		at := int(cut) % (len(body) + 1)
+		u.Write(body[:at])
+		u.Flush()
+		u.Write(body[at:])
+		u.finish()
+		if !bytes.Contains(body, []byte(`"usage"`)) && !bytes.Equal(rec.Body.Bytes(), body) {
+			t.Errorf("body without usage changed: %q -> %q", body, rec.Body.Bytes())
+		}
+	})
 }
