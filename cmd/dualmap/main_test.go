@@ -21,6 +21,11 @@ func TestRun(t *testing.T) {
 		{name: "unknown", args: []string{"frobnicate"}, wantCode: 2, wantErr: `unknown command "frobnicate"`},
 		{name: "version", args: []string{"version"}, wantCode: 0, wantOut: "dualmap dev"},
 		{name: "version extra arg", args: []string{"version", "x"}, wantCode: 2, wantErr: "takes no arguments"},
+		{name: "pd-sidecar without addresses", args: []string{"pd-sidecar", "--listen", "127.0.0.1:0"}, wantCode: 2, wantErr: "--decode ADDR are required"},
+		{name: "pd-sidecar bad decode", args: []string{"pd-sidecar", "--listen", "127.0.0.1:0", "--decode", "nohost"}, wantCode: 2, wantErr: "must be host:port"},
+		{name: "pd-sidecar bad bound", args: []string{"pd-sidecar", "--listen", "127.0.0.1:0", "--decode", "127.0.0.1:1", "--max-body-bytes", "0"}, wantCode: 2, wantErr: "must be positive"},
+		{name: "pd-sidecar help", args: []string{"pd-sidecar", "-h"}, wantCode: 0, wantErr: "x-prefiller-host-port"},
+		{name: "engine bad transfer cost", args: []string{"engine", "--listen", "127.0.0.1:0", "--kv-transfer-per-token", "+Inf"}, wantCode: 2, wantErr: "KVTransferPerToken must be finite"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
