@@ -164,13 +164,13 @@ func TestDecodeVariants(t *testing.T) {
 				map[string]any{"type": "Future", "x": 1},
 				[]any{"BlockStored", "not a list", nil, toks(2, 100), 2},
 				[]any{"BlockStored", []any{1}, nil, toks(3, 100), 2}, // tokens do not fill the block
-				[]any{"BlockStored", []any{1}, nil, []any{-1, 2}, 2},  // no token id
+				[]any{"BlockStored", []any{1}, nil, []any{-1, 2}, 2}, // no token id
 				[]any{},
 				"not an event",
 				[]any{"BlockRemoved", []any{uint64(5)}},
 			}, 0, "trailing", map[string]any{"x": 1}},
-			want:    []got{{Kind: BlockRemoved, Hashes: []uint64{5}, Keyable: 1}},
-			rank:    0, skipped: 7, wantedTS: 9,
+			want: []got{{Kind: BlockRemoved, Hashes: []uint64{5}, Keyable: 1}},
+			rank: 0, skipped: 7, wantedTS: 9,
 		},
 		{
 			name:  "batch as a map with sglang's rank key",
