@@ -92,7 +92,7 @@ type Batch struct {
 // Limits bound what one frame may hold.
 const (
 	// MaxFrame is the largest payload decoded, in bytes.
-	MaxFrame = 64 << 20
+	MaxFrame = 8 << 20
 	// maxTopic is the longest topic frame accepted.
 	maxTopic = 1024
 )

@@ -51,7 +51,7 @@ type got struct {
 	Keyable   int
 }
 
-func view(b Batch) []got {
+func viewOf(b Batch) []got {
 	var out []got
 	for _, e := range b.Events {
 		g := got{e.Kind, append([]uint64(nil), e.Hashes...), e.Parent, e.HasParent, append([]uint32(nil), e.Tokens...), e.BlockSize, e.Medium, e.Group, e.Keyable}
@@ -192,7 +192,7 @@ func TestDecodeVariants(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Decode() error %v", err)
 			}
-			if g := view(b); !reflect.DeepEqual(g, tt.want) {
+			if g := viewOf(b); !reflect.DeepEqual(g, tt.want) {
 				t.Errorf("Decode() events =\n%+v\nwant\n%+v", g, tt.want)
 			}
 			if b.Rank != tt.rank || b.Skipped != tt.skipped || b.TS != tt.wantedTS {
@@ -257,7 +257,7 @@ func TestEncoderRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("encoding %d: Decode() error %v", enc, err)
 		}
-		if g := view(b); !reflect.DeepEqual(g, want) || b.Rank != 2 || b.TS != 12.5 {
+		if g := viewOf(b); !reflect.DeepEqual(g, want) || b.Rank != 2 || b.TS != 12.5 {
 			t.Errorf("encoding %d: Decode() = %+v rank %d, want %+v rank 2", enc, g, b.Rank, want)
 		}
 		var generic []any
