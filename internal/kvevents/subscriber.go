@@ -48,7 +48,7 @@ type Config struct {
 	// refused (its events ignored, its view predicted).
 	BlockSize int
 	// MaxBlocks bounds the blocks held per instance and rank (default
-	// 1<<22).
+	// 1<<22, 4194304).
 	MaxBlocks int
 	// ReplayTimeout bounds one replay exchange (default 2s).
 	ReplayTimeout time.Duration
@@ -68,7 +68,18 @@ type Config struct {
 	Now     func() time.Time // default time.Now
 }
 
+// Defaults returns the defaults of the fields that have one (Log, Metrics
+// and Now aside).
+func Defaults() Config {
+	c := Config{}.withDefaults()
+	c.Log, c.Metrics, c.Now = nil, nil, nil
+	return c
+}
+
 func (c Config) withDefaults() Config {
+	if c.MaxBlocks == 0 {
+		c.MaxBlocks = 1 << 22
+	}
 	if c.Mode == "" {
 		c.Mode = Connect
 	}

@@ -270,7 +270,7 @@ func TestGapRepairedOrFallback(t *testing.T) {
 // keeps the prediction (the events still correct it).
 func TestNoReplayLateJoin(t *testing.T) {
 	e := newEngine(t, "127.0.0.1:0", false, Arrays)
-	e.publish(t) // seq 0, missed
+	e.pub.Skip(1, nil, -1, false) // seq 0, missed
 	id := "127.0.0.1:8000"
 	rec := newRecorder()
 	run(t, Config{Pool: "p", Port: portOf(e.pub.Addr()), BlockSize: 4}, []string{id}, rec)
