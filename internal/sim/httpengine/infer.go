@@ -68,6 +68,10 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request) {
 		includeUsage: ext.StreamOptions != nil && ext.StreamOptions.IncludeUsage,
 	}
 	t := newTicket(&engine.Request{ID: id, Blocks: prompt.Blocks, Tokens: prompt.Tokens, Output: n})
+	if s.opt.KVEvents != nil { // the engine's own tokens key its cache and its events
+		t.tokens = engineTokens(req)
+		t.req.Blocks, t.req.Tokens = tokenize.Blocks(t.tokens, s.opt.BlockSize, nil), max(len(t.tokens), 1)
+	}
 	if !s.enqueue(r.Context(), t) {
 		writeError(w, http.StatusServiceUnavailable, "server_error", "engine stopped")
 		return

@@ -25,6 +25,7 @@ type progress struct {
 // latest progress at once.
 type ticket struct {
 	req    *engine.Request // owned by Run after submission
+	tokens []uint32        // the engine's own token ids, with KV events only
 	notify chan struct{}
 
 	mu sync.Mutex
