@@ -170,14 +170,21 @@ type KVEvents struct {
 	Mode string `yaml:"mode"` // default connect
 	// Port is the engines' publisher port; data-parallel rank r publishes
 	// on port + r.
-	Port  int `yaml:"port"`  // default 5557
-	Ranks int `yaml:"ranks"` // data-parallel ranks per instance (default 1)
+	Port int `yaml:"port"` // default 5557
+	// PortOffset, when not 0, puts each instance's publisher on the
+	// instance's own port plus this offset instead of port (several
+	// engines on one host).
+	PortOffset int `yaml:"port_offset"`
+	Ranks      int `yaml:"ranks"` // data-parallel ranks per instance (default 1)
 	// Bind is the endpoint bind mode listens on, e.g. tcp://0.0.0.0:5557.
 	Bind string `yaml:"bind"`
 	// ReplayPort is the engines' replay port (vLLM's replay_endpoint),
 	// rank r on replay_port + r; 0: none (a gap makes the instance use
 	// the predicted index until its engine clears or restarts).
 	ReplayPort int `yaml:"replay_port"`
+	// ReplayOffset, when not 0, puts each instance's replay socket on the
+	// instance's own port plus this offset instead of replay_port.
+	ReplayOffset int `yaml:"replay_offset"`
 	// Topic is the subscription's topic prefix ("" every topic).
 	Topic string `yaml:"topic"`
 	// MaxBlocks bounds the blocks held per instance and rank.

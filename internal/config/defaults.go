@@ -272,6 +272,7 @@ func (k KVEvents) withDefaults() KVEvents {
 // clock are the caller's).
 func (pc Pool) KVEventsConfig() kvevents.Config {
 	k := pc.KVEvents
-	return kvevents.Config{Pool: pc.Name, Mode: k.Mode, Port: k.Port, Ranks: k.Ranks, Bind: k.Bind, ReplayPort: k.ReplayPort,
+	return kvevents.Config{Pool: pc.Name, Mode: k.Mode, Port: k.Port, PortOffset: k.PortOffset, Ranks: k.Ranks, Bind: k.Bind,
+		ReplayPort: k.ReplayPort, ReplayOffset: k.ReplayOffset,
 		Topic: k.Topic, BlockSize: pc.BlockSize, MaxBlocks: k.MaxBlocks, ReplayTimeout: k.ReplayTimeout, Queue: k.Queue}
 }

@@ -34,6 +34,9 @@ type Config struct {
 	// Port is the engines' publisher port in Connect mode (default 5557);
 	// data-parallel rank r publishes on Port + r.
 	Port int
+	// PortOffset, when not 0, replaces Port by the instance's own port
+	// plus PortOffset (several engines on one host).
+	PortOffset int
 	// Ranks is the number of data-parallel ranks per engine (default 1).
 	Ranks int
 	// Bind is the endpoint Bind mode listens on, e.g. "tcp://0.0.0.0:5557".
@@ -42,6 +45,9 @@ type Config struct {
 	// ReplayPort + r; 0: no replay, a gap makes the instance fall back to
 	// the predicted index.
 	ReplayPort int
+	// ReplayOffset, when not 0, replaces ReplayPort by the instance's own
+	// port plus ReplayOffset.
+	ReplayOffset int
 	// Topic is the subscription's topic prefix ("" every topic).
 	Topic string
 	// BlockSize is the pool's block size: an engine using another one is
@@ -128,6 +134,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("ranks must be in [1, 64] with port + ranks - 1 <= 65535, got %d", c.Ranks)
 	case c.ReplayPort < 0 || c.ReplayPort > 0 && c.ReplayPort+c.Ranks-1 > 65535:
 		return fmt.Errorf("replay_port must be 0 (none) or in [1, 65535] with ranks, got %d", c.ReplayPort)
+	case c.PortOffset < -65535 || c.PortOffset > 65535 || c.ReplayOffset < -65535 || c.ReplayOffset > 65535:
+		return errors.New("port_offset and replay_offset must be in [-65535, 65535]")
 	case c.Mode == Bind && c.Bind == "":
 		return errors.New("bind: required in bind mode (e.g. tcp://0.0.0.0:5557)")
 	case c.BlockSize < 1:
@@ -292,16 +300,15 @@ func (o *owner) refresh(ctx context.Context, ids []string) {
 		if o.cfg.Mode != Connect {
 			continue
 		}
-		host, _, err := net.SplitHostPort(id)
-		if err != nil {
-			o.cfg.Log.Warn("kv events: instance address has no host:port, not subscribed", "pool", o.cfg.Pool, "instance", id)
-			continue
-		}
 		for r := 0; r < o.cfg.Ranks; r++ {
+			ep, err := instanceEndpoint(id, o.cfg.Port, o.cfg.PortOffset, r)
+			if err != nil {
+				o.cfg.Log.Warn("kv events: instance not subscribed", "pool", o.cfg.Pool, "instance", id, "error", err)
+				break
+			}
 			rctx, stop := context.WithCancel(ctx)
 			k := streamKey{id, r}
 			o.readers[k] = stop
-			ep := "tcp://" + net.JoinHostPort(host, strconv.Itoa(o.cfg.Port+r))
 			o.wg.Go(func() { o.readDialled(rctx, k, ep) })
 		}
 	}
@@ -512,16 +519,15 @@ func (o *owner) apply(id string, rank int, b *Batch) {
 // them arrived in order.
 func (o *owner) recover(ctx context.Context, id string, rank int, st *stream, from, upto int64) bool {
 	pool := o.cfg.Pool
-	if o.cfg.ReplayPort == 0 {
+	if o.cfg.ReplayPort == 0 && o.cfg.ReplayOffset == 0 {
 		o.cfg.Metrics.replays.WithLabelValues(pool, "none").Inc()
 		return false
 	}
-	host, _, err := net.SplitHostPort(id)
+	ep, err := instanceEndpoint(id, o.cfg.ReplayPort, o.cfg.ReplayOffset, rank)
 	if err != nil {
 		o.cfg.Metrics.replays.WithLabelValues(pool, "failed").Inc()
 		return false
 	}
-	ep := "tcp://" + net.JoinHostPort(host, strconv.Itoa(o.cfg.ReplayPort+rank))
 	next, err := o.replay(ctx, ep, from, upto, func(seq int64, b *Batch) {
 		o.apply(id, rank, b)
 		st.last = seq
@@ -581,4 +587,26 @@ func (o *owner) replay(ctx context.Context, ep string, from, upto int64, apply f
 		next++
 	}
 	return next, nil
+}
+
+// instanceEndpoint is the tcp endpoint of instance id's socket of rank:
+// on port + rank, or, with an offset, on the instance's own port + offset
+// + rank.
+func instanceEndpoint(id string, port, offset, rank int) (string, error) {
+	host, own, err := net.SplitHostPort(id)
+	if err != nil {
+		return "", fmt.Errorf("instance address %q is not host:port", id)
+	}
+	p := port + rank
+	if offset != 0 {
+		n, err := strconv.Atoi(own)
+		if err != nil {
+			return "", fmt.Errorf("instance address %q has no numeric port", id)
+		}
+		p = n + offset + rank
+	}
+	if p < 1 || p > 65535 {
+		return "", fmt.Errorf("port %d of instance %q is out of range", p, id)
+	}
+	return "tcp://" + net.JoinHostPort(host, strconv.Itoa(p)), nil
 }

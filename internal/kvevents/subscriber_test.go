@@ -361,3 +361,24 @@ func TestOversizedFrameRefused(t *testing.T) {
 		return exact
 	})
 }
+
+func TestInstanceEndpoint(t *testing.T) {
+	tests := []struct {
+		id                 string
+		port, offset, rank int
+		want               string
+	}{
+		{"10.0.0.1:8000", 5557, 0, 0, "tcp://10.0.0.1:5557"},
+		{"10.0.0.1:8000", 5557, 0, 2, "tcp://10.0.0.1:5559"},
+		{"10.0.0.1:8000", 5557, 100, 1, "tcp://10.0.0.1:8101"},
+		{"[::1]:8000", 5557, 0, 0, "tcp://[::1]:5557"},
+		{"10.0.0.1:65535", 0, 1, 0, ""},
+		{"nohost", 5557, 0, 0, ""},
+	}
+	for _, tt := range tests {
+		got, err := instanceEndpoint(tt.id, tt.port, tt.offset, tt.rank)
+		if got != tt.want || (err != nil) != (tt.want == "") {
+			t.Errorf("instanceEndpoint(%q, %d, %d, %d) = %q, %v, want %q", tt.id, tt.port, tt.offset, tt.rank, got, err, tt.want)
+		}
+	}
+}
