@@ -67,6 +67,7 @@ func runEngine(args []string, stdout, stderr io.Writer) error {
 		kvReplay  = fs.String("kv-events-replay", "", "serve replay (ZMQ ROUTER) on this endpoint, e.g. tcp://*:5558 (vLLM's replay_endpoint)")
 		kvEnc     = fs.String("kv-events-encoding", "maps", "event encoding: maps (newer vLLM) | arrays (older vLLM)")
 		kvTopic   = fs.String("kv-events-topic", "", "topic frame (default kv@<listen address>@<model>, llm-d's convention)")
+		kvMode    = fs.String("kv-events-mode", "", "bind | connect (default as vLLM: bind when the endpoint's host is *, :: or 0.0.0.0, else connect)")
 	)
 	if help, err := cli.ParseFlags(fs, args); help || err != nil {
 		return err
@@ -92,7 +93,10 @@ func runEngine(args []string, stdout, stderr io.Writer) error {
 		if !ok {
 			return fmt.Errorf("%w: --kv-events-encoding must be maps or arrays, got %q", cli.ErrUsage, *kvEnc)
 		}
-		cfg.kv = &kvevents.PublisherConfig{Endpoint: *kvEvents, Replay: *kvReplay, Topic: *kvTopic, Encoding: enc, ReplayTopic: enc == kvevents.Maps}
+		if *kvMode != "" && *kvMode != kvevents.Bind && *kvMode != kvevents.Connect {
+			return fmt.Errorf("%w: --kv-events-mode must be bind or connect, got %q", cli.ErrUsage, *kvMode)
+		}
+		cfg.kv = &kvevents.PublisherConfig{Endpoint: *kvEvents, Mode: *kvMode, Replay: *kvReplay, Topic: *kvTopic, Encoding: enc, ReplayTopic: enc == kvevents.Maps}
 	} else if *kvReplay != "" {
 		return fmt.Errorf("%w: --kv-events-replay needs --kv-events", cli.ErrUsage)
 	}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/dualmap/dualmap/internal/hashing"
 )
 
 // Modes of a subscription.
@@ -191,7 +193,8 @@ type streamKey struct {
 }
 
 type stream struct {
-	last int64 // the last sequence number applied
+	last int64  // the last sequence number applied
+	sum  uint64 // a hash of its payload
 	// redialled: the connection was re-established since; a message that
 	// does not follow last at once may come from a restarted publisher
 	// whose sequence went past last while the socket was down.
@@ -453,8 +456,7 @@ func (o *owner) handle(ctx context.Context, m inbound) {
 				o.tracker.SetComplete(id, k.rank, true)
 			}
 		}
-	case msg.Seq <= st.last || st.redialled && msg.Seq != st.last+1: // the publisher restarted, or may have
-		st.redialled = false
+	case msg.Seq <= st.last || st.redialled && !o.sameProcess(ctx, id, k.rank, st): // the publisher restarted
 		o.cfg.Metrics.restarts.WithLabelValues(pool).Inc()
 		o.cfg.Log.Info("kv events: engine publisher restarted, its blocks purged", "pool", pool, "instance", id, "rank", k.rank, "seq", msg.Seq, "last", st.last)
 		st.last = -1
@@ -469,16 +471,43 @@ func (o *owner) handle(ctx context.Context, m inbound) {
 			o.tracker.SetComplete(id, k.rank, false)
 		}
 	default:
-		st.redialled = false
 		recovered = false
 	}
+	st.redialled = false
 	if recovered {
 		if b, err = o.dec.Decode(msg.Payload); err != nil {
 			return // cannot happen: it decoded above
 		}
 	}
 	o.apply(id, k.rank, &b)
-	st.last = msg.Seq
+	st.last, st.sum = msg.Seq, payloadSum(msg.Payload)
+}
+
+func payloadSum(p []byte) uint64 { return hashing.Mix64(hashing.FNV1a(p)) }
+
+// sameProcess tells, after the connection to a publisher was re-made,
+// whether it is the process whose batches were applied (true) or a new
+// one whose sequence happens to go on from where the old one stopped: the
+// replay socket must still serve the last batch applied, byte for byte.
+// Without replay it cannot tell and answers false (the instance is
+// purged and falls back to the prediction until its view is whole).
+func (o *owner) sameProcess(ctx context.Context, id string, rank int, st *stream) bool {
+	if st.last < 0 {
+		return true
+	}
+	if o.cfg.ReplayPort == 0 && o.cfg.ReplayOffset == 0 {
+		return false
+	}
+	ep, err := instanceEndpoint(id, o.cfg.ReplayPort, o.cfg.ReplayOffset, rank)
+	if err != nil {
+		return false
+	}
+	same := false
+	_ = o.replayRaw(ctx, ep, st.last, func(seq int64, payload []byte) bool {
+		same = seq == st.last && payloadSum(payload) == st.sum
+		return false
+	})
+	return same
 }
 
 // apply feeds one batch to the tracker and counts what it did.
@@ -528,9 +557,9 @@ func (o *owner) recover(ctx context.Context, id string, rank int, st *stream, fr
 		o.cfg.Metrics.replays.WithLabelValues(pool, "failed").Inc()
 		return false
 	}
-	next, err := o.replay(ctx, ep, from, upto, func(seq int64, b *Batch) {
+	next, err := o.replay(ctx, ep, from, upto, func(seq int64, payload []byte, b *Batch) {
 		o.apply(id, rank, b)
-		st.last = seq
+		st.last, st.sum = seq, payloadSum(payload)
 	})
 	if err != nil || next != upto {
 		o.cfg.Metrics.replays.WithLabelValues(pool, "failed").Inc()
@@ -544,49 +573,65 @@ func (o *owner) recover(ctx context.Context, id string, rank int, st *stream, fr
 // replay runs one exchange with a replay socket and calls apply for each
 // batch from seq from on, in order, stopping at upto, a hole, the end
 // marker or the timeout. It returns the sequence number it expected next.
-func (o *owner) replay(ctx context.Context, ep string, from, upto int64, apply func(int64, *Batch)) (int64, error) {
+func (o *owner) replay(ctx context.Context, ep string, from, upto int64, apply func(int64, []byte, *Batch)) (int64, error) {
+	next := from
+	var failed error
+	err := o.replayRaw(ctx, ep, from, func(seq int64, payload []byte) bool {
+		switch {
+		case seq < next:
+			return true
+		case seq > next:
+			failed = fmt.Errorf("replay has %d, want %d", seq, next)
+			return false
+		}
+		b, err := o.dec.Decode(payload)
+		if err != nil {
+			o.cfg.Metrics.decodeErrs.WithLabelValues(o.cfg.Pool).Inc()
+			failed = err
+			return false
+		}
+		apply(seq, payload, &b)
+		next++
+		return next < upto
+	})
+	if failed != nil {
+		return next, failed
+	}
+	return next, err
+}
+
+// replayRaw asks the replay socket at ep for the batches from seq from on
+// and calls each with them, in the order they come, until each returns
+// false, the end marker (seq -1), an error or the timeout.
+func (o *owner) replayRaw(ctx context.Context, ep string, from int64, each func(int64, []byte) bool) error {
 	zep, err := endpoint(ep)
 	if err != nil {
-		return from, err
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.cfg.ReplayTimeout)
 	defer cancel()
 	d := zmq4.NewDealer(ctx, zmq4.WithLogger(quiet()), zmq4.WithDialerMaxRetries(0), zmq4.WithDialerTimeout(o.cfg.ReplayTimeout))
 	defer d.Close()
 	if err := d.Dial(zep); err != nil {
-		return from, err
+		return err
 	}
 	if err := d.Send(zmq4.NewMsgFrom([]byte{}, AppendSeq(nil, from))); err != nil {
-		return from, err
+		return err
 	}
-	next := from
-	for next < upto {
+	for {
 		msg, err := d.Recv()
 		if err != nil {
-			return next, err
+			return err
 		}
 		m, err := SplitReplay(msg.Frames)
 		if err != nil {
 			o.cfg.Metrics.decodeErrs.WithLabelValues(o.cfg.Pool).Inc()
-			return next, err
+			return err
 		}
-		switch {
-		case m.Seq < 0: // the end marker
-			return next, nil
-		case m.Seq < next:
-			continue
-		case m.Seq > next:
-			return next, fmt.Errorf("replay starts at %d, want %d", m.Seq, next)
+		if m.Seq < 0 || !each(m.Seq, m.Payload) { // the end marker, or enough
+			return nil
 		}
-		b, err := o.dec.Decode(m.Payload)
-		if err != nil {
-			o.cfg.Metrics.decodeErrs.WithLabelValues(o.cfg.Pool).Inc()
-			return next, err
-		}
-		apply(m.Seq, &b)
-		next++
 	}
-	return next, nil
 }
 
 // instanceEndpoint is the tcp endpoint of instance id's socket of rank:
