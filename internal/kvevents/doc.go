@@ -9,7 +9,8 @@
 // hash -> the router's chained hash of the token ids the event carries,
 // so that BlockRemoved can be applied); the subscriber (subscriber.go:
 // ZMQ SUB in connect or bind mode, sequence tracking, replay after a
-// gap, purge after a restart); and a publisher (publisher.go) that the
+// gap, purge after a restart, over its own bounded ZMTP 3 client,
+// zmtp.go); and a publisher (publisher.go, over go-zeromq/zmq4) that the
 // test engine uses to publish vLLM-format events of its own.
 //
 // It is not a place for routing decisions: what it learns goes to a

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"strings"
 	"sync"
@@ -239,3 +241,5 @@ func (p *Publisher) Close() {
 		<-p.done
 	}
 }
+
+func quiet() *log.Logger { return log.New(io.Discard, "", 0) }

@@ -6,14 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
 	"net"
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/go-zeromq/zmq4"
 
 	"github.com/dualmap/dualmap/internal/hashing"
 )
@@ -168,7 +165,6 @@ func New(cfg Config) (*Subscriber, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("kvevents: %w", err)
 	}
-	registerTransport()
 	return &Subscriber{cfg: cfg.withDefaults(), ready: make(chan struct{})}, nil
 }
 
@@ -213,11 +209,12 @@ func (s *Subscriber) Run(ctx context.Context, members func() []string, target Ta
 	defer wg.Wait()
 	defer cancel()
 	if s.cfg.Mode == Bind {
-		sub, err := s.listen(ctx)
+		l, err := s.listen()
 		if err != nil {
 			return err
 		}
-		wg.Go(func() { o.readBound(ctx, sub) })
+		context.AfterFunc(ctx, func() { l.Close() })
+		wg.Go(func() { o.acceptBound(ctx, l, &wg) })
 	}
 	o.wg = &wg
 	o.refresh(ctx, members())
@@ -235,23 +232,19 @@ func (s *Subscriber) Run(ctx context.Context, members func() []string, target Ta
 	}
 }
 
-func (s *Subscriber) listen(ctx context.Context) (zmq4.Socket, error) {
-	ep, _ := endpoint(s.cfg.Bind)
-	sub := zmq4.NewSub(ctx, zmq4.WithLogger(quiet()))
-	if err := sub.SetOption(zmq4.OptionSubscribe, s.cfg.Topic); err != nil {
-		sub.Close()
-		return nil, fmt.Errorf("kvevents: subscribe: %w", err)
+func (s *Subscriber) listen() (net.Listener, error) {
+	addr, err := tcpAddr(s.cfg.Bind)
+	if err != nil {
+		return nil, err
 	}
-	if err := sub.Listen(ep); err != nil {
-		sub.Close()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
 		return nil, fmt.Errorf("kvevents: listen on %s: %w", s.cfg.Bind, err)
 	}
-	s.addr = sub.Addr()
+	s.addr = l.Addr()
 	close(s.ready)
-	return sub, nil
+	return l, nil
 }
-
-func quiet() *log.Logger { return log.New(io.Discard, "", 0) }
 
 // owner is the goroutine that owns the tracker and the streams' state.
 type owner struct {
@@ -331,13 +324,11 @@ func (o *owner) refresh(ctx context.Context, ids []string) {
 // readDialled dials one publisher and forwards its messages, re-dialling
 // with backoff when the connection fails, until ctx ends.
 func (o *owner) readDialled(ctx context.Context, k streamKey, ep string) {
-	zep, _ := endpoint(ep)
 	wait := o.cfg.Backoff
 	for ctx.Err() == nil {
-		sub := zmq4.NewSub(ctx, zmq4.WithLogger(quiet()), zmq4.WithDialerMaxRetries(0), zmq4.WithDialerTimeout(o.cfg.ReplayTimeout))
-		err := sub.SetOption(zmq4.OptionSubscribe, o.cfg.Topic)
+		z, err := dialZMTP(ctx, ep, "SUB", o.cfg.ReplayTimeout)
 		if err == nil {
-			err = sub.Dial(zep)
+			err = z.subscribe(o.cfg.Topic)
 		}
 		got := false
 		if err == nil {
@@ -348,19 +339,20 @@ func (o *owner) readDialled(ctx context.Context, k streamKey, ep string) {
 			}
 		}
 		for err == nil {
-			var msg zmq4.Msg
-			msg, err = sub.Recv()
-			if err != nil {
+			var frames [][]byte
+			if frames, err = z.recv(); err != nil {
 				break
 			}
 			got = true
 			select {
-			case o.in <- inbound{id: k.id, rank: k.rank, frames: msg.Frames}:
+			case o.in <- inbound{id: k.id, rank: k.rank, frames: frames}:
 			case <-ctx.Done():
 				err = ctx.Err()
 			}
 		}
-		sub.Close()
+		if z != nil {
+			z.close()
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -377,23 +369,44 @@ func (o *owner) readDialled(ctx context.Context, k streamKey, ep string) {
 	}
 }
 
-// readBound forwards the bound socket's messages until ctx ends. A
-// failed connection of one publisher is that publisher's to re-dial.
-func (o *owner) readBound(ctx context.Context, sub zmq4.Socket) {
-	defer sub.Close()
+// acceptBound takes the publishers that dial the bound socket, one
+// goroutine each, until ctx ends. A publisher whose connection fails is
+// its own to re-dial.
+func (o *owner) acceptBound(ctx context.Context, l net.Listener, wg *sync.WaitGroup) {
 	for {
-		msg, err := sub.Recv()
-		if ctx.Err() != nil {
-			return
-		}
+		c, err := l.Accept()
 		if err != nil {
-			continue
+			if ctx.Err() != nil {
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return // the listener failed: Run's context ends it anyway
 		}
-		select {
-		case o.in <- inbound{rank: -1, frames: msg.Frames}:
-		case <-ctx.Done():
-			return
-		}
+		wg.Go(func() {
+			z, err := handshake(ctx, c, "SUB", o.cfg.ReplayTimeout)
+			if err != nil {
+				c.Close()
+				return
+			}
+			defer z.close()
+			if z.subscribe(o.cfg.Topic) != nil {
+				return
+			}
+			for {
+				frames, err := z.recv()
+				if err != nil {
+					return
+				}
+				select {
+				case o.in <- inbound{rank: -1, frames: frames}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		})
 	}
 }
 
@@ -604,26 +617,25 @@ func (o *owner) replay(ctx context.Context, ep string, from, upto int64, apply f
 // and calls each with them, in the order they come, until each returns
 // false, the end marker (seq -1), an error or the timeout.
 func (o *owner) replayRaw(ctx context.Context, ep string, from int64, each func(int64, []byte) bool) error {
-	zep, err := endpoint(ep)
+	ctx, cancel := context.WithTimeout(ctx, o.cfg.ReplayTimeout)
+	defer cancel()
+	z, err := dialZMTP(ctx, ep, "DEALER", o.cfg.ReplayTimeout)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.cfg.ReplayTimeout)
-	defer cancel()
-	d := zmq4.NewDealer(ctx, zmq4.WithLogger(quiet()), zmq4.WithDialerMaxRetries(0), zmq4.WithDialerTimeout(o.cfg.ReplayTimeout))
-	defer d.Close()
-	if err := d.Dial(zep); err != nil {
-		return err
-	}
-	if err := d.Send(zmq4.NewMsgFrom([]byte{}, AppendSeq(nil, from))); err != nil {
+	defer z.close()
+	if err := z.send([]byte{}, AppendSeq(nil, from)); err != nil {
 		return err
 	}
 	for {
-		msg, err := d.Recv()
+		frames, err := z.recv()
 		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			return err
 		}
-		m, err := SplitReplay(msg.Frames)
+		m, err := SplitReplay(frames)
 		if err != nil {
 			o.cfg.Metrics.decodeErrs.WithLabelValues(o.cfg.Pool).Inc()
 			return err

@@ -382,3 +382,37 @@ func TestInstanceEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestRestartHiddenBySequence: a restarted publisher whose sequence has
+// already gone past the old one's last number by the time the subscriber
+// re-dials looks like a continuation; the replay socket, which no longer
+// has the last batch applied, gives it away, and the instance is purged.
+func TestRestartHiddenBySequence(t *testing.T) {
+	e := newEngine(t, "127.0.0.1:0", true, Maps)
+	id := "127.0.0.1:8000"
+	rec := newRecorder()
+	run(t, Config{Pool: "p", Port: portOf(e.pub.Addr()), ReplayPort: portOf(e.pub.ReplayAddr()), BlockSize: 4}, []string{id}, rec)
+	a := prompt(8, 100)
+	ev, _ := e.store(a)
+	eventually(t, e, "the first engine's blocks", func() bool {
+		got, exact := rec.state(id)
+		if exact && len(got) == 0 {
+			e.publish(t, ev)
+		}
+		return exact && slices.Equal(got, routerKeys(a, 4))
+	})
+	last := e.pub.Seq() - 1
+	port, rport := portOf(e.pub.Addr()), portOf(e.pub.ReplayAddr())
+	e.pub.Close()
+	e2 := newEngineAt(t, port, rport, Maps)
+	for e2.pub.Seq() <= last { // the new process is already past the old one's last batch
+		e2.pub.Skip(float64(e2.pub.Seq())+0.5, nil, -1, true)
+	}
+	c := prompt(8, 5000)
+	evc, _ := e2.store(c)
+	e2.publish(t, evc)
+	eventually(t, e2, "only the new process's blocks", func() bool {
+		got, exact := rec.state(id)
+		return exact && slices.Equal(got, routerKeys(c, 4))
+	})
+}

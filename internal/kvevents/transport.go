@@ -14,8 +14,9 @@ import (
 )
 
 // zmq4 allocates whatever length a peer's frame header claims and
-// accepts any number of frames in a message. Sockets of this package
-// therefore run over a TCP transport of their own ("kvtcp") whose
+// accepts any number of frames in a message. The publisher's zmq4 sockets
+// (publisher.go; the subscriber speaks ZMTP itself, zmtp.go) therefore run
+// over a TCP transport of their own ("kvtcp") whose
 // connections watch the inbound ZMTP 3 stream as it is read (the 64-byte
 // greeting, then frames: a flags byte, a 1- or 8-byte length, the body)
 // and fail the read, closing the connection, at a message of more than
