@@ -593,9 +593,17 @@ func (o *owner) replay(ctx context.Context, ep string, from, upto int64, apply f
 		switch {
 		case seq < next:
 			return true
+		case seq == 1 && next == 0 && from == 0:
+			// A publisher that numbers from 1 (llm-d's simulator): a buffer
+			// that starts at 1 lost nothing before it, unless it dropped
+			// exactly one batch, when it is full to the batch.
+			next = 1
 		case seq > next:
 			failed = fmt.Errorf("replay has %d, want %d", seq, next)
 			return false
+		}
+		if next >= upto {
+			return false // the live message that asked for the replay: applied by the caller
 		}
 		b, err := o.dec.Decode(payload)
 		if err != nil {

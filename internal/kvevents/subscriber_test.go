@@ -416,3 +416,22 @@ func TestRestartHiddenBySequence(t *testing.T) {
 		return exact && slices.Equal(got, routerKeys(c, 4))
 	})
 }
+
+// A first block whose parent is 0 (llm-d's simulator's array encoding)
+// is a root; a publisher numbering from 1 with replay is whole from its
+// first batch.
+func TestParentZeroAndSequenceFromOne(t *testing.T) {
+	e := newEngine(t, "127.0.0.1:0", true, Arrays)
+	e.pub.Skip(0, nil, -1, false) // seq 0 never exists: the publisher numbers from 1
+	a := prompt(8, 100)
+	ev, _ := e.store(a)
+	ev.HasParent, ev.Parent = true, 0
+	e.publish(t, ev) // seq 1, before anyone listens: replay brings it
+	id := "127.0.0.1:8000"
+	rec := newRecorder()
+	run(t, Config{Pool: "p", Port: portOf(e.pub.Addr()), ReplayPort: portOf(e.pub.ReplayAddr()), BlockSize: 4}, []string{id}, rec)
+	eventually(t, e, "the root blocks, exact", func() bool {
+		got, exact := rec.state(id)
+		return exact && slices.Equal(got, routerKeys(a, 4))
+	})
+}

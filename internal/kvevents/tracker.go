@@ -186,11 +186,16 @@ func (t *Tracker) stored(id string, v *view, rv *rankView, e *Event) {
 	parent := uint64(0)
 	if e.HasParent {
 		k, ok := rv.blocks[e.Parent]
-		if !ok {
+		switch {
+		case !ok && e.Parent == 0:
+			// No parent: the array encoding of llm-d's simulator (and
+			// publishers like it) writes 0 where vLLM writes nil.
+		case !ok:
 			t.stats.Orphans += uint64(len(e.Hashes))
 			return
+		default:
+			parent = k
 		}
-		parent = k
 	}
 	t.stats.Unkeyed += uint64(len(e.Hashes) - e.Keyable)
 	keys := t.keys[:0]
