@@ -3,6 +3,7 @@ package pool
 import (
 	"fmt"
 	"net"
+	"slices"
 	"testing"
 
 	"github.com/dualmap/dualmap/internal/kvevents"
@@ -71,4 +72,85 @@ pools:
 	if vals["dualmap_kv_event_blocks_total{outcome=stored,pool=default}"] != 4 || vals["dualmap_kv_event_blocks_total{outcome=removed,pool=default}"] != 2 {
 		t.Errorf("block counters = %v", vals)
 	}
+}
+
+// Three router replicas in connect mode each subscribe to the engine
+// (PUB/SUB fans out): after a burst of stores and evictions they agree
+// block for block without exchanging anything, and a replica that starts
+// late (as a restarted one does) rebuilds the same view from replay.
+func TestKVEventsReplicasAgree(t *testing.T) {
+	pub, err := kvevents.NewPublisher(kvevents.PublisherConfig{Endpoint: "tcp://127.0.0.1:0", Mode: kvevents.Bind, Replay: "tcp://127.0.0.1:0", Encoding: kvevents.Arrays})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	id := healthyInstance(t)
+	cfg := parseConfig(t, fmt.Sprintf(`
+pools:
+  - block_size: 4
+    policy: {name: cache-affinity}
+    instances: [{address: %s}]
+    kv_events: {enabled: true, port: %d, replay_port: %d}
+`, id, pub.Addr().(*net.TCPAddr).Port, pub.ReplayAddr().(*net.TCPAddr).Port))
+	replicas := []*testManager{startManager(t, cfg, true, Options{}), startManager(t, cfg, true, Options{}), startManager(t, cfg, true, Options{})}
+	exactAll := func() bool {
+		for _, m := range replicas {
+			if st := m.Pools()[0].Instances()[0]; !st.ExactCache {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, "every replica's exact view", func() bool {
+		_ = pub.Publish(1, nil, -1) // until all have joined (replay brings them seq 0)
+		return exactAll()
+	})
+	// A burst: 200 prompts of 4 blocks, every third one evicted again.
+	var prompts [][]uint32
+	for p := range 200 {
+		toks := make([]uint32, 16)
+		for i := range toks {
+			toks[i] = uint32(p*1000 + i)
+		}
+		prompts = append(prompts, toks)
+		hs := []uint64{uint64(p)<<8 | 1, uint64(p)<<8 | 2, uint64(p)<<8 | 3, uint64(p)<<8 | 4}
+		evs := []kvevents.Event{{Kind: kvevents.BlockStored, Hashes: hs, Tokens: toks, BlockSize: 4}}
+		if p%3 == 0 {
+			evs = append(evs, kvevents.Event{Kind: kvevents.BlockRemoved, Hashes: hs[1:]})
+		}
+		if err := pub.Publish(2, evs, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const want = 200*4 - 67*3 // 67 of the 200 lost 3 blocks each
+	probe := func(m *testManager) []int {
+		s := m.Pools()[0].Scheduler().(*scheduler.Scheduler)
+		var out []int
+		for _, toks := range prompts {
+			d, err := s.Pick(&scheduler.Request{Blocks: tokenize.Blocks(toks, 4, nil), Tokens: 16})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, d.CachedTokens)
+		}
+		return out
+	}
+	agree := func() bool {
+		first := probe(replicas[0])
+		for _, m := range replicas {
+			st := m.Pools()[0].Instances()[0]
+			if !st.ExactCache || st.CachedBlocks != want || !slices.Equal(probe(m), first) {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, "the three replicas in agreement after the burst", agree)
+	// A fourth replica starts now (as a restarted one would): its view comes
+	// back from replay.
+	replicas = append(replicas, startManager(t, cfg, true, Options{}))
+	waitFor(t, "the restarted replica rebuilt and in agreement", func() bool {
+		_ = pub.Publish(3, nil, -1) // its first live message asks for the replay
+		return agree()
+	})
 }
