@@ -49,11 +49,10 @@ type Publisher struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	// mu guards seq, ring, buf.
+	// mu guards seq and ring.
 	mu   sync.Mutex
 	seq  int64
 	ring []replayed // the last Buffer batches, by seq % Buffer
-	buf  []byte
 }
 
 type replayed struct {
