@@ -1,6 +1,11 @@
 package kvevents
 
-import "testing"
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"testing"
+)
 
 // FuzzFrames feeds raw messages (topic, sequence and payload frames) to
 // the splitter and the decoder: any input returns a batch or an error,
@@ -40,6 +45,31 @@ func FuzzFrames(f *testing.F) {
 		}
 		if n > len(payload) {
 			t.Fatalf("%d hashes and tokens from a payload of %d bytes", n, len(payload))
+		}
+	})
+}
+
+// FuzzZMTP feeds a raw inbound byte stream (after the handshake) to the
+// subscriber's ZMTP reader: every message it returns is within the
+// bounds, and any input ends in an error, never a panic.
+func FuzzZMTP(f *testing.F) {
+	f.Add([]byte{flagMore, 1, 't', flagMore, 8, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0x90})
+	f.Add([]byte{flagCommand, 5, 4, 'P', 'I', 'N', 'G', 0, 0})
+	f.Add(binary.BigEndian.AppendUint64([]byte{flagLong}, 1<<40))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		z := &zconn{r: bufio.NewReader(bytes.NewReader(data))}
+		for range 100 {
+			frames, err := z.recv()
+			if err != nil {
+				return
+			}
+			n := 0
+			for _, fr := range frames {
+				n += len(fr)
+			}
+			if len(frames) > maxWireFrames || n > maxWireMessage {
+				t.Fatalf("a message of %d frames, %d bytes", len(frames), n)
+			}
 		}
 	})
 }
