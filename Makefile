@@ -4,7 +4,7 @@ BIN     := bin/dualmap
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build build-tokenizers test unit scripts-test chart image image-oci image-test bench bench-e2e bench-peer soak lint run demo e2e e2e-gateways envoy-gateway clean jaeger llama bench-real
+.PHONY: all build build-tokenizers test unit scripts-test chattmpl-test chart image image-oci image-test bench bench-e2e bench-peer soak lint run demo e2e e2e-gateways e2e-pd envoy-gateway clean jaeger llama bench-real
 
 all: build
 
@@ -22,8 +22,11 @@ build-tokenizers: libtokenizers
 # test: everything CI runs. Lint, the unit tests with the race detector
 # (every fuzz target's seed corpus runs there), a build without cgo, then
 # the packages that use real tokenizers again with them, the Helm chart and
-# the container image, then the e2e suite.
-test: lint unit scripts-test nocgo test-tokenizers chart image-test e2e
+# the container image, then the e2e suite. chattmpl-test: the router's chat
+# templates against transformers' renderer (scripts/chattmpl.sh: a cached
+# virtualenv, and llama.cpp's templates from the source scripts/llama.sh
+# fetches).
+test: lint unit scripts-test chattmpl-test nocgo test-tokenizers chart image-test e2e
 
 unit:
 	$(GO) test -race -count=1 ./...
@@ -32,6 +35,13 @@ unit:
 # AIPerf venv of scripts/aiperf.sh is not needed).
 scripts-test:
 	cd scripts && PYTHONDONTWRITEBYTECODE=1 python3 -m unittest -q test_aiperf_run
+
+chattmpl-test:
+	$(GO) mod download github.com/daulet/tokenizers
+	@out=$$(bash scripts/chattmpl.sh) && \
+	DUALMAP_CHATTMPL_PYTHON="$$(echo "$$out" | tail -n 2 | head -n 1)" \
+	DUALMAP_CHATTMPL_TEMPLATES="$$(echo "$$out" | tail -n 1)" \
+	$(GO) test -count=1 -v -run 'TestMatchesTransformers' ./internal/chattmpl/
 
 # chart: helm lint and helm template of charts/dualmap with the Helm Go
 # library for every value set in charts/test/testdata/values, golden files,
@@ -102,9 +112,12 @@ jaeger:
 run:
 	ENGINE="$(ENGINE)" GATEWAY="$(GATEWAY)" bash scripts/run.sh
 
-# demo: replay the conversation trace through the stack, dualmap vs round robin.
+# demo: the conversation trace through Envoy to 4 simulated engines near
+# the stack's capacity, dualmap vs round robin (and llm-d's picker when
+# LLMD_SRC names an llm-d-router checkout or its binary is cached): a table
+# and a chart in a temp dir (knobs at the top of scripts/demo.sh).
 demo:
-	bash scripts/demo.sh
+	GO=$(GO) LLMD_SRC="$(LLMD_SRC)" bash scripts/demo.sh
 
 # bench-e2e: the router's added latency through a real Envoy, full-duplex
 # and BUFFERED ext_proc against Envoy alone, 2 KB and 200 KB prompts (a
@@ -147,6 +160,19 @@ e2e-gateways:
 	@eg=$$(GO=$(GO) bash scripts/envoy-gateway.sh | tail -n 1) && \
 	DUALMAP_ENVOY_GATEWAY="$$eg" \
 	DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -timeout 30m -v -run 'TestConformance|TestGatewayConfigDump' ./e2e/
+
+# e2e-pd: a prefill/decode pool through llm-d's own parts: Envoy -> dualmap
+# -> llm-d's P/D sidecar (cmd/pd-sidecar) in front of llm-d's vLLM simulator
+# for the decode instances, the simulator alone for the prefill instances
+# (TestPDThroughLLMDSidecar). Opt-in: both are built from llm-d's snapshots
+# (LLMD_SRC: an llm-d-router checkout, LLMD_SIM_SRC: an llm-d-inference-sim
+# checkout; scripts/llmd-sidecar.sh and scripts/llmd-sim.sh, cached outside
+# the repository), which a fresh clone does not have.
+e2e-pd:
+	@side=$$(GO=$(GO) bash scripts/llmd-sidecar.sh "$(LLMD_SRC)" | tail -n 1) && \
+	sim=$$(GO=$(GO) bash scripts/llmd-sim.sh "$(LLMD_SIM_SRC)" "$(LLMD_SRC)" | tail -n 1) && \
+	DUALMAP_LLMD_SIDECAR="$$side" DUALMAP_LLMD_SIM="$$sim" \
+	DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -timeout 20m -v -run 'TestPD' ./e2e/
 
 # envoy-gateway: build Envoy Gateway's control plane (scripts/envoy-gateway.sh).
 envoy-gateway:

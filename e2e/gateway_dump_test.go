@@ -29,7 +29,10 @@ type extProcDump struct {
 			ClusterName string `json:"cluster_name"`
 			Authority   string `json:"authority"`
 		} `json:"envoy_grpc"`
-		Timeout string `json:"timeout"`
+		Timeout     string `json:"timeout"`
+		RetryPolicy struct {
+			RetryOn string `json:"retry_on"`
+		} `json:"retry_policy"`
 	} `json:"grpc_service"`
 	FailureModeAllow  bool   `json:"failure_mode_allow"`
 	MessageTimeout    string `json:"message_timeout"`
@@ -151,6 +154,9 @@ func checkExtProc(t *testing.T, gateway string, e extProcDump, failOpen bool) st
 	}
 	if err != nil || mt <= cfg.Limits.MaxQueueWait {
 		t.Errorf("%s: message_timeout %q (%v): must be above limits.max_queue_wait %v, or a queued request gets Envoy's 504", gateway, e.MessageTimeout, err, cfg.Limits.MaxQueueWait)
+	}
+	if !slices.Contains(strings.Split(e.GrpcService.RetryPolicy.RetryOn, ","), "connect-failure") {
+		t.Errorf("%s: grpc_service.retry_policy.retry_on %q: without connect-failure, a stream Envoy opens to a dualmap replica just killed fails its request", gateway, e.GrpcService.RetryPolicy.RetryOn)
 	}
 	if e.AllowModeOverride {
 		t.Errorf("%s: allow_mode_override true: dualmap never overrides the mode; a true here means the gateway expects it to", gateway)

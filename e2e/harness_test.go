@@ -11,7 +11,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -45,13 +47,66 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e: building dualmap:", err)
 		os.Exit(1)
 	}
+	if v := os.Getenv("DUALMAP_E2E_PORTS"); v != "" {
+		if err := portRange.set(v); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			os.Exit(1)
+		}
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
+// portRange confines freePort to the ports DUALMAP_E2E_PORTS names
+// ("lo-hi", e.g. make demo's 25000-25999), handed out in turn and skipping
+// any in use, so that runs on a shared machine stay within the ports they
+// were given; unset, the kernel picks a free one.
+var portRange ports
+
+type ports struct {
+	mu           sync.Mutex
+	lo, hi, next int
+}
+
+func (p *ports) set(v string) error {
+	a, b, ok := strings.Cut(v, "-")
+	lo, err1 := strconv.Atoi(strings.TrimSpace(a))
+	hi, err2 := strconv.Atoi(strings.TrimSpace(b))
+	if !ok || err1 != nil || err2 != nil || lo < 1024 || hi > 65535 || hi < lo {
+		return fmt.Errorf("DUALMAP_E2E_PORTS=%q: want lo-hi within 1024-65535", v)
+	}
+	p.lo, p.hi, p.next = lo, hi, lo
+	return nil
+}
+
+// take returns the next port of the range that is free to listen on, or
+// 0 when none is.
+func (p *ports) take() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for range p.hi - p.lo + 1 {
+		port := p.next
+		if p.next++; p.next > p.hi {
+			p.next = p.lo
+		}
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			l.Close()
+			return port
+		}
+	}
+	return 0
+}
+
 func freePort(t testing.TB) int {
 	t.Helper()
+	if portRange.lo > 0 {
+		port := portRange.take()
+		if port == 0 {
+			t.Fatalf("no free port in DUALMAP_E2E_PORTS %d-%d", portRange.lo, portRange.hi)
+		}
+		return port
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -103,7 +104,12 @@ type benchPicker struct {
 // addresses and ports changed (and, with replicas, the shared Redis the
 // docs describe); limits, when not empty, is one more line under limits
 // (the capacity ramp's "without the router queue").
-func benchDualmap(name, limits string) benchPicker {
+func benchDualmap(name, limits string) benchPicker { return benchDualmapPolicy(name, "", limits) }
+
+// benchDualmapPolicy is benchDualmap with the pool's policy set to policy
+// (a scheduler policy name such as round-robin; "" keeps the example's,
+// dualmap).
+func benchDualmapPolicy(name, policy, limits string) benchPicker {
 	return benchPicker{name: name, shares: true, limits: limits, start: func(t testing.TB, s *stack, i, gp, hp int, redis string) *proc {
 		example, err := os.ReadFile(filepath.Join(repoRoot, "examples", "gateway-epp.yaml"))
 		if err != nil {
@@ -119,6 +125,9 @@ func benchDualmap(name, limits string) benchPicker {
 		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, inst, b.String())
 		if limits != "" {
 			cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, "limits:\n", "limits:\n  "+limits+"\n")
+		}
+		if policy != "" {
+			cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, "    block_size: 16\n", "    block_size: 16\n    policy: {name: "+policy+"}\n")
 		}
 		ap := freePort(t)
 		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `grpc: ":9002"`, fmt.Sprintf(`grpc: "127.0.0.1:%d"`, gp))
@@ -233,18 +242,27 @@ func startBenchStack(t testing.TB, eng peerEngines, pk benchPicker, replicas int
 
 // cacheCounters sums the engines' prefix-cache counters; an engine that
 // has not published them yet counts zero, and the count of engines that
-// did is returned too.
-func (b *benchStack) cacheCounters(t testing.TB) (peerbench.CacheCounters, int) {
+// did is returned too, with each engine's prefill tokens
+// (vllm:prompt_tokens_total, 0 where not published).
+func (b *benchStack) cacheCounters(t testing.TB) (peerbench.CacheCounters, int, []float64) {
 	t.Helper()
 	var sum peerbench.CacheCounters
 	reported := 0
-	for _, e := range b.engines {
+	prefill := make([]float64, len(b.engines))
+	for i, e := range b.engines {
 		resp, err := http.Get("http://" + e.addr + "/metrics")
 		if err != nil {
 			t.Fatalf("engine %s /metrics: %v", e.addr, err)
 		}
-		c, err := peerbench.ParseCacheCounters(resp.Body)
+		page, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("engine %s /metrics: %v", e.addr, err)
+		}
+		if v, ok, err := peerbench.ParseCounter(bytes.NewReader(page), peerbench.MetricPromptTokens); err == nil && ok {
+			prefill[i] = v
+		}
+		c, err := peerbench.ParseCacheCounters(bytes.NewReader(page))
 		switch {
 		case errors.Is(err, peerbench.ErrNoCacheCounters):
 			continue
@@ -254,7 +272,7 @@ func (b *benchStack) cacheCounters(t testing.TB) (peerbench.CacheCounters, int) 
 		reported++
 		sum = sum.Add(c)
 	}
-	return sum, reported
+	return sum, reported, prefill
 }
 
 // ticks sums utime+stime of the processes.
@@ -361,22 +379,54 @@ func benchRun(t testing.TB, eng peerEngines, pk benchPicker, replicas int, w pee
 	defer b.stop()
 	row.Engine, row.Workload, row.Picker, row.Replicas, row.QPS, row.Client = eng.kind, w.Name, pk.name, replicas, qps, c.name
 	row.LoadAvg = loadAvg()
-	c0, _ := b.cacheCounters(t)
+	c0, _, f0 := b.cacheCounters(t)
 	p0, e0 := ticks(b.pickers), ticks(b.engineProcs())
 	start := time.Now()
 	st := c.run(t, w, b.url, qps, &row, fmt.Sprintf("%s %s x%d %s %.1fqps run%d", eng.kind, pk.name, replicas, w.Name, qps, row.Run))
 	wall := time.Since(start).Seconds()
 	p1, e1 := ticks(b.pickers), ticks(b.engineProcs())
-	c1, reported := b.cacheCounters(t)
+	c1, reported, f1 := b.cacheCounters(t)
 	if reported == 0 {
 		t.Fatalf("%s: no engine published %s after the run: the engines do not report their prefix cache", eng.kind, peerbench.MetricPrefixQueries)
 	}
 	row.EngineHitRate = c1.Sub(c0).HitRate()
+	for i := range f1 {
+		row.EnginePrefill = append(row.EnginePrefill, f1[i]-f0[i])
+	}
 	if row.Requests > 0 {
 		row.PickerCPUMSPerRequest = float64(p1-p0) * 1000 / clockTick / float64(row.Requests)
 	}
 	row.EngineCPU = float64(e1-e0) / clockTick / wall
+	row.Queue = b.queueStats(t)
 	return row, st
+}
+
+// queueStats sums what the replicas' router queues held (dualmap's
+// dualmap_queue_wait_seconds on their admin port); nil when no replica
+// reports it (llm-d's picker).
+func (b *benchStack) queueStats(t testing.TB) *peerbench.QueueStats {
+	t.Helper()
+	var sum *peerbench.QueueStats
+	for _, r := range b.routers {
+		resp, err := http.Get("http://" + r.admin + "/metrics")
+		if err != nil {
+			t.Logf("picker %s /metrics: %v", r.admin, err)
+			continue
+		}
+		q, err := peerbench.ParseQueueStats(resp.Body)
+		resp.Body.Close()
+		switch {
+		case errors.Is(err, peerbench.ErrNoQueueMetrics):
+			continue
+		case err != nil:
+			t.Fatalf("picker %s: %v", r.admin, err)
+		}
+		if sum == nil {
+			sum = &peerbench.QueueStats{}
+		}
+		*sum = sum.Add(q)
+	}
+	return sum
 }
 
 // floats reads a comma-separated list of positive numbers.

@@ -490,11 +490,15 @@ func TestEngineKilled(t *testing.T) {
 }
 
 // A router replica killed (SIGKILL): the requests whose ext_proc stream it
-// held fail, at most one per client, and no later request fails: Envoy's
-// outlier detection on the router cluster (consecutive_local_origin_failure:
-// 1) ejects the dead replica at its first local-origin failure (the reset
-// of those streams, or a refused connect), before its active health check
-// (every second) would.
+// held fail, at most one per client, and no later request fails: a later
+// stream that Envoy still sends to the dead replica gets a refused connect,
+// which the ext_proc filter's gRPC retry policy sends to the live replica,
+// and Envoy's outlier detection on the router cluster
+// (consecutive_local_origin_failure: 1) ejects the dead replica at its first
+// local-origin failure, before its active health check (every second)
+// would. (Before the retry policy, about one run in eight lost a request
+// that started just after the kill: Envoy's second worker had not yet
+// heard of the ejection.)
 func TestRouterReplicaKilled(t *testing.T) {
 	s := startStack(t, stackOptions{routers: 2})
 	samples, faultAt := underLoad(t, s, loadRun{
@@ -523,6 +527,39 @@ func TestRouterReplicaKilled(t *testing.T) {
 			t.Fatalf("after the replica died: %v", r)
 		}
 	}
+}
+
+// A router replica killed while no request is in flight: nothing may fail.
+// The first stream Envoy opens to the dead replica gets a refused connect
+// before outlier detection or the health check has taken the replica out;
+// the ext_proc filter's gRPC retry policy (envoy/*.yaml: connect-failure,
+// another host) sends that stream to the live replica. Without it, that
+// request fails with a 500.
+func TestRouterReplicaKilledIdle(t *testing.T) {
+	s := startStack(t, stackOptions{routers: 2})
+	// Both replicas have served, so Envoy holds connections to both.
+	seen := map[string]bool{}
+	for i := 0; len(seen) < 2; i++ {
+		if i == 200 {
+			t.Fatalf("200 requests and not both replicas served a stream")
+		}
+		if r := s.post("/v1/chat/completions", chatBody(fmt.Sprintf("warm %d", i), "hi", false, 4)); r.status != 200 {
+			t.Fatalf("warm-up: %v", r)
+		}
+		for _, rt := range s.routers {
+			if routerSeries(t, rt, "dualmap_decisions_total") > 0 {
+				seen[rt.grpc] = true
+			}
+		}
+	}
+	s.routers[0].killNow()
+	retriesBefore := s.envoyStat(t, "cluster.dualmap.upstream_rq_retry")
+	for i := 0; i < 8; i++ {
+		if r := s.post("/v1/chat/completions", chatBody(fmt.Sprintf("after %d", i), "hi", false, 4)); r.status != 200 {
+			t.Fatalf("request %d after the idle replica was killed: %v\nEnvoy's dualmap cluster:\n%s", i, r, s.envoyGet(t, "/clusters"))
+		}
+	}
+	t.Logf("8 requests after the kill served; Envoy retried %d ext_proc streams", s.envoyStat(t, "cluster.dualmap.upstream_rq_retry")-retriesBefore)
 }
 
 // The official OpenAI Python SDK as the client, streaming and not.

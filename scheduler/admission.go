@@ -150,7 +150,7 @@ func (s *Scheduler) aheadBudget() float64 {
 // admitAdaptive is admissible under QueueConfig.Adaptive.
 func (s *Scheduler) admitAdaptive(in *instance, r *Request) bool {
 	flight := in.inFlight()
-	if m := s.cfg.Queue.MaxRunning; m > 0 && flight >= m {
+	if m := s.cfg.Queue.MaxRunning; m > 0 && in.running.get()+s.othersShare(in.remote.Running.get(), float64(m)) >= m {
 		return false
 	}
 	if flight == 0 {
@@ -159,8 +159,9 @@ func (s *Scheduler) admitAdaptive(in *instance, r *Request) bool {
 	if in.engineQueuing() {
 		return false
 	}
-	p := in.pendingTokens.get() + in.remote.PendingTokens.get()
-	return p == 0 || in.est.ahead.cost()*float64(p+r.uncached) <= s.aheadBudget()
+	a := in.est.ahead.cost()
+	p := in.pendingTokens.get() + s.othersShare(in.remote.PendingTokens.get(), s.aheadBudget()/a) // the others' share of the budget in tokens
+	return p == 0 || a*float64(p+r.uncached) <= s.aheadBudget()
 }
 
 // idleAdaptive is idle under QueueConfig.Adaptive.

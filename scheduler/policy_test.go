@@ -44,6 +44,7 @@ func TestPolicyDefaultsListed(t *testing.T) {
 	want := map[string]Params{
 		"cache-affinity":               {},
 		"consistent-hash-bounded-load": {"bound": 1.25},
+		"decode-capacity":              {"tie": 0.05},
 		"dualmap":                      {"headroom": 2.0, "hopeless": "cache", "tie": 0.1, "overflow": "none", "choice": "slo", "rebalance": true},
 		"least-loaded":                 {},
 		"min-ttft":                     {},
@@ -74,6 +75,8 @@ var badParams = []badParam{
 	{"consistent-hash-bounded-load", "bound", "101", "outside"},
 	{"consistent-hash-bounded-load", "bound", "NaN", "outside"},
 	{"consistent-hash-bounded-load", "bound", "lots", `"lots" is not a number`},
+	{"decode-capacity", "tie", 1.5, "outside [0, 1]"},
+	{"decode-capacity", "tie", -0.1, "outside"},
 	{"dualmap", "headroom", 9.0, "9 is outside [0.01, 8]"},
 	{"dualmap", "headroom", 0, "outside"},
 	{"dualmap", "headroom", "inf", "outside"},

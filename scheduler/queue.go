@@ -54,7 +54,8 @@ type QueueConfig struct {
 	// new requests wait in the router (default 0: no router queue, every
 	// request is dispatched at once, as a plain load balancer does). It is
 	// the instance's budget, shared by all replicas: the pending prefill
-	// other replicas last reported (SetRemoteLoad) counts against it.
+	// other replicas last reported (SetRemoteLoad) counts against it, for
+	// at most their share under SetReplicas.
 	Budget int
 	// AgingRate is the priority, in tokens, a waiting request gains per
 	// second (default 4096).
@@ -77,7 +78,8 @@ type QueueConfig struct {
 	// (vLLM's max_num_seqs). An instance with this many requests in flight,
 	// across replicas, is sent no more until one completes: the engine could
 	// not start them, and in the router they can still be reordered or
-	// migrated (default 0: no limit). Only with a router queue (Budget > 0).
+	// migrated (default 0: no limit); the others' requests count for at
+	// most their share under SetReplicas. Only with a router queue.
 	MaxRunning int
 	// Adaptive turns on the router queue with the adaptive admission rule
 	// of admission.go instead of a fixed Budget (which must then be 0): a
@@ -203,8 +205,8 @@ func (s *Scheduler) admissible(in *instance, r *Request) bool {
 		return s.admitAdaptive(in, r)
 	}
 	b := s.cfg.Queue.Budget
-	p := in.pendingTokens.get() + in.remote.PendingTokens.get()
-	if m := s.cfg.Queue.MaxRunning; m > 0 && in.inFlight() >= m {
+	p := in.pendingTokens.get() + s.othersShare(in.remote.PendingTokens.get(), float64(b))
+	if m := s.cfg.Queue.MaxRunning; m > 0 && in.running.get()+s.othersShare(in.remote.Running.get(), float64(m)) >= m {
 		return false
 	}
 	return b == 0 || p == 0 || p+r.uncached <= b

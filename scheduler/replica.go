@@ -29,6 +29,81 @@ func (s *Scheduler) SetRemoteLoad(id string, l Load) error {
 	return nil
 }
 
+// Another replica's load can hold this replica's requests in the router
+// (issue 24: a writer of the shared store heartbeating 5,000 of everything
+// on every instance made every request wait and fail). Two bounds keep
+// that within what honest replicas could do:
+//
+//   - RemoteBounds is what an instance can hold at all: the caller cuts
+//     each replica's claim, and their sum, to it before SetRemoteLoad
+//     (package coord does, and counts the cuts). Running and Queued: its
+//     running limit (Queue.MaxRunning, else the larger of Cost.MaxSeqs and
+//     the most its engine was seen running with a queue); PendingTokens
+//     and QueuedTokens: its KV capacity (Cost.KVTokens, else its cache
+//     capacity in tokens).
+//   - With SetReplicas(n), n >= 2, the admission rule counts the others'
+//     running requests and pending prefill for at most their share,
+//     (n-1)/n, of each limit it applies (Queue.MaxRunning, Queue.Budget,
+//     the adaptive rule's token budget at the learned cost), so that this
+//     replica always has its own share, 1/n: whatever the others claim,
+//     it dispatches that much. An instance may then hold up to 1/n more
+//     than a limit when honest replicas are unevenly loaded; estimates and
+//     rebalancing read the others' load as reported (within RemoteBounds).
+
+// RemoteBounds fills dst, for every instance, with the most load the
+// other replicas together can hold there (see above).
+func (s *Scheduler) RemoteBounds(dst map[string]Load) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, in := range s.members {
+		run := s.runLimit(in)
+		kv := s.cfg.Cost.KVTokens
+		if kv <= 0 {
+			kv = in.CacheTokens
+			if kv <= 0 {
+				kv = s.cfg.CacheTokens
+			}
+		}
+		dst[in.ID] = Load{Queued: run, QueuedTokens: kv, PendingTokens: kv, Running: run}
+	}
+}
+
+// runLimit is what instance in runs at once as far as the scheduler knows.
+func (s *Scheduler) runLimit(in *instance) int {
+	if m := s.cfg.Queue.MaxRunning; m > 0 {
+		return m
+	}
+	return max(in.est.cfg.MaxSeqs, in.engineSlots.get())
+}
+
+// SetReplicas records that n replicas share the pool, this one included
+// (the admission rule leaves this one 1/n of each limit; see above). Fewer
+// than 2 turn the share off: the others' load counts whole, as before any
+// call.
+func (s *Scheduler) SetReplicas(n int) { s.replicas.Store(int64(n)) }
+
+// othersShare returns v, the others' figure against limit, cut to their
+// share of it under SetReplicas (v itself without one, or without a limit).
+func (s *Scheduler) othersShare(v int, limit float64) int {
+	n := s.replicas.Load()
+	if n < 2 || !(limit > 0) || math.IsInf(limit, 0) {
+		return v
+	}
+	if c := limit * float64(n-1) / float64(n); float64(v) > c {
+		return int(c)
+	}
+	return v
+}
+
+// Clamp returns l with each field cut to bound's, and whether it cut any.
+func (l Load) Clamp(bound Load) (Load, bool) {
+	c := Load{
+		Queued: min(l.Queued, bound.Queued), QueuedTokens: min(l.QueuedTokens, bound.QueuedTokens),
+		PendingTokens: min(l.PendingTokens, bound.PendingTokens), Running: min(l.Running, bound.Running),
+	}
+	return c, c != l
+}
+
 // RecordCached records that instance id was sent a prompt with these
 // chained blocks by another replica at time at, as if this replica had
 // dispatched it: the blocks join the instance's cache index, and the blocks

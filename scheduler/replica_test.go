@@ -158,3 +158,106 @@ func TestReportedCache(t *testing.T) {
 		t.Error("AddCached on an unknown instance succeeded")
 	}
 }
+
+// A replica whose heartbeat claims 5,000 of everything on every instance
+// (issue 24) holds every request in the router until it expires. Cut to
+// RemoteBounds and counted for the others' share (SetReplicas), the claim
+// leaves this replica its share of each limit the admission rule applies:
+// its requests are dispatched at once.
+func TestRemoteLoadLeavesOwnShare(t *testing.T) {
+	claim := Load{Queued: 5000, QueuedTokens: 5000, PendingTokens: 5000, Running: 5000}
+	tests := []struct {
+		name string
+		cfg  Config
+		// teach prepares the scheduler (a learned cost of work ahead).
+		teach func(s *Scheduler)
+		// own is how many one-block requests this replica may then
+		// dispatch at once on the instance, with two replicas.
+		own int
+	}{
+		{"max running", Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 1 << 20, MaxRunning: 8}}, nil, 4},
+		{"fixed budget", Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 4096}}, nil, 4},
+		{"adaptive, step-bound engine", Config{Policy: "cache-affinity", Queue: QueueConfig{Adaptive: true}}, func(s *Scheduler) {
+			for i := range 400 { // a learned 1e-4 s per token ahead: 6,250 tokens
+				a, u := float64(i%7)*1000, float64(i%3)*1000
+				s.est.ahead.observe(a, u, 0.05+1e-4*(a+u))
+			}
+		}, 6},
+		{"adaptive, max running", Config{Policy: "cache-affinity", Queue: QueueConfig{Adaptive: true, MaxRunning: 6}}, nil, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, bounded := range []bool{false, true} {
+				s, _ := mustNew(t, tt.cfg, 1)
+				if tt.teach != nil {
+					tt.teach(s)
+				}
+				id := pool(1)[0].ID
+				l := claim
+				if bounded {
+					b := map[string]Load{}
+					s.RemoteBounds(b)
+					l, _ = claim.Clamp(b[id])
+					s.SetReplicas(2)
+				}
+				mustLoad(t, s, id, l)
+				queued := 0
+				for i := range tt.own + 1 {
+					r := &Request{Blocks: prompt(uint64(i), uint64(i), 0, 1), Tokens: 512}
+					if d := route(t, s, r); d.Queued && i < tt.own {
+						queued++
+					} else if !d.Queued && i == tt.own && bounded {
+						t.Errorf("request %d dispatched beyond this replica's share of %d", i, tt.own)
+					}
+				}
+				switch {
+				case bounded && queued > 0:
+					t.Errorf("with the claim bounded, %d of %d requests queued, want none", queued, tt.own)
+				case !bounded && queued == 0:
+					t.Errorf("with the claim of 5,000 counted whole, no request queued: the test no longer shows the attack")
+				}
+			}
+		})
+	}
+}
+
+// RemoteBounds is what an instance can hold: its running limit and its KV
+// capacity.
+func TestRemoteBounds(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want Load
+	}{
+		{"defaults", Config{}, Load{Queued: 256, QueuedTokens: 1_200_000, PendingTokens: 1_200_000, Running: 256}},
+		{"max running", Config{Queue: QueueConfig{Budget: 1000, MaxRunning: 8}}, Load{Queued: 8, QueuedTokens: 1_200_000, PendingTokens: 1_200_000, Running: 8}},
+		{"kv tokens, max seqs", Config{Cost: CostConfig{KVTokens: 40_000, MaxSeqs: 64}}, Load{Queued: 64, QueuedTokens: 40_000, PendingTokens: 40_000, Running: 64}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _ := mustNew(t, tt.cfg, 2)
+			got := map[string]Load{}
+			s.RemoteBounds(got)
+			for _, in := range pool(2) {
+				if got[in.ID] != tt.want {
+					t.Errorf("RemoteBounds()[%s] = %+v, want %+v", in.ID, got[in.ID], tt.want)
+				}
+			}
+		})
+	}
+}
+
+// SetReplicas below 2 counts the others' load whole again.
+func TestSetReplicasOff(t *testing.T) {
+	s, _ := mustNew(t, Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 1 << 20, MaxRunning: 2}}, 1)
+	id := pool(1)[0].ID
+	mustLoad(t, s, id, Load{Running: 2})
+	s.SetReplicas(2)
+	if d := route(t, s, req(prompt(1, 1, 0, 1))); d.Queued {
+		t.Fatal("with 2 replicas, the first request of this one queued behind the other's 2 running, want it dispatched (its share is 1)")
+	}
+	s.SetReplicas(1)
+	if d := route(t, s, req(prompt(2, 2, 0, 1))); !d.Queued {
+		t.Error("with SetReplicas(1), a request dispatched with 3 running on a limit of 2, want it queued")
+	}
+}

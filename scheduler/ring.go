@@ -1,9 +1,10 @@
 package scheduler
 
 import (
+	"cmp"
 	"math"
 	"slices"
-	"sort"
+	"strings"
 
 	"github.com/dualmap/dualmap/internal/hashing"
 )
@@ -35,32 +36,88 @@ type ring struct {
 // newRing places every member on a ring under seed. weights[i] scales the
 // number of virtual nodes of member i (0 means 1).
 func newRing(seed uint64, ids []string, weights []float64, vnodes int) ring {
+	var pts []point
+	for i, id := range ids {
+		w := 0.0
+		if i < len(weights) {
+			w = weights[i]
+		}
+		pts = appendPoints(pts, seed, id, pointCount(w, vnodes), int32(i))
+	}
+	sortPoints(pts, ids)
+	return ring{seed: seed, points: pts}
+}
+
+// pointCount is the number of points of a member of weight w (0 means 1)
+// with vnodes points per unit of weight (0 means DefaultVirtualNodes).
+func pointCount(w float64, vnodes int) int {
 	if vnodes <= 0 {
 		vnodes = DefaultVirtualNodes
 	}
-	r := ring{seed: seed}
-	for i, id := range ids {
-		w := 1.0
-		if i < len(weights) && weights[i] > 0 {
-			w = weights[i]
+	if !(w > 0) {
+		w = 1
+	}
+	return max(int(math.Round(float64(vnodes)*w)), 1)
+}
+
+// appendPoints appends the k points of member m, of id, on the ring of
+// seed: they derive from the id alone.
+func appendPoints(dst []point, seed uint64, id string, k int, m int32) []point {
+	h := hashing.String(id)
+	for v := 0; v < k; v++ {
+		dst = append(dst, point{pos: hashing.Seeded(seed, h+uint64(v)*hashing.Golden), member: m})
+	}
+	return dst
+}
+
+// pointLess orders points by position, then by member id: deterministic
+// on (astronomically rare) ties, whatever the members' order.
+func pointLess(a, b point, ids []string) bool {
+	if a.pos != b.pos {
+		return a.pos < b.pos
+	}
+	return ids[a.member] < ids[b.member]
+}
+
+func sortPoints(pts []point, ids []string) {
+	slices.SortFunc(pts, func(a, b point) int {
+		if c := cmp.Compare(a.pos, b.pos); c != 0 {
+			return c
 		}
-		k := int(math.Round(float64(vnodes) * w))
-		if k < 1 {
-			k = 1
-		}
-		h := hashing.String(id)
-		for v := 0; v < k; v++ {
-			r.points = append(r.points, point{pos: hashing.Seeded(seed, h+uint64(v)*hashing.Golden), member: int32(i)})
+		return strings.Compare(ids[a.member], ids[b.member])
+	})
+}
+
+// rebuild returns r for a new member list, changing only the arcs of the
+// members that came or went (DualMap's consistent hashing, applied to the
+// build itself): the points of old member o are kept as member remap[o]
+// of the new list, or dropped when remap[o] < 0, and added (the points of
+// the new members, sorted by pointLess) are merged in. ids are the new
+// list's ids. The result is the ring newRing would build for the new list,
+// in time linear in its points.
+func (r *ring) rebuild(remap []int32, added []point, ids []string) ring {
+	kept := 0
+	for _, p := range r.points {
+		if remap[p.member] >= 0 {
+			kept++
 		}
 	}
-	sort.Slice(r.points, func(a, b int) bool {
-		pa, pb := r.points[a], r.points[b]
-		if pa.pos != pb.pos {
-			return pa.pos < pb.pos
+	out := make([]point, 0, kept+len(added))
+	j := 0
+	for _, p := range r.points {
+		m := remap[p.member]
+		if m < 0 {
+			continue
 		}
-		return ids[pa.member] < ids[pb.member] // deterministic on (astronomically rare) ties
-	})
-	return r
+		p.member = m
+		for j < len(added) && pointLess(added[j], p, ids) {
+			out = append(out, added[j])
+			j++
+		}
+		out = append(out, p)
+	}
+	out = append(out, added[j:]...)
+	return ring{seed: r.seed, points: out}
 }
 
 // first returns the index of the first point clockwise from the key's
@@ -98,6 +155,32 @@ func newRingSet(d int, ids []string, weights []float64, vnodes int) ringSet {
 	rs := ringSet{rings: make([]ring, d)}
 	for i := range rs.rings {
 		rs.rings[i] = newRing(ringSeeds[i], ids, weights, vnodes)
+	}
+	return rs
+}
+
+// rebuild returns rs for a new member list of ids and weights (see
+// ring.rebuild): remap maps the old members' indexes to the new ones (-1:
+// gone), added lists the new list's members whose points join.
+func (rs *ringSet) rebuild(remap, added []int32, ids []string, weights []float64, vnodes int) ringSet {
+	out := ringSet{rings: make([]ring, len(rs.rings))}
+	var pts []point
+	for i := range rs.rings {
+		pts = pts[:0]
+		for _, m := range added {
+			pts = appendPoints(pts, rs.rings[i].seed, ids[m], pointCount(weights[m], vnodes), m)
+		}
+		sortPoints(pts, ids)
+		out.rings[i] = rs.rings[i].rebuild(remap, pts, ids)
+	}
+	return out
+}
+
+// emptyRingSet is the d rings of no members.
+func emptyRingSet(d int) ringSet {
+	rs := ringSet{rings: make([]ring, d)}
+	for i := range rs.rings {
+		rs.rings[i].seed = ringSeeds[i]
 	}
 	return rs
 }

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/dualmap/dualmap/internal/hashing"
@@ -238,5 +239,60 @@ func TestRingWrapAround(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("no key lands on the last point in 2^20 tries")
+	}
+}
+
+// SetInstances rebuilds only the arcs of the members that came, went or
+// changed weight (ring.rebuild); the rings it ends with are, point for
+// point, the ones a full build of the same list makes, through adds,
+// removals, weight changes and reorderings.
+func TestRingRebuildMatchesFullBuild(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	all := pool(96)
+	s, _ := mustNew(t, Config{VirtualNodes: 20}, 0)
+	for round := range 60 {
+		var list []Instance
+		for _, in := range all {
+			if rng.IntN(3) > 0 {
+				in.Weight = float64(rng.IntN(3)) // 0 and 1 are the same weight
+				list = append(list, in)
+			}
+		}
+		rng.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
+		if round%7 == 3 {
+			list = list[:0] // empty, then built again from nothing
+		}
+		if err := s.SetInstances(list); err != nil {
+			t.Fatal(err)
+		}
+		w := make([]float64, len(list))
+		for i, in := range list {
+			w[i] = in.Weight
+		}
+		want := newRingSet(s.cfg.Candidates, ids(list), w, 20)
+		for r := range want.rings {
+			got := s.rings.rings[r].points
+			if !slices.Equal(got, want.rings[r].points) {
+				t.Fatalf("round %d ring %d: rebuilt ring (%d points) differs from a full build (%d points)", round, r, len(got), len(want.rings[r].points))
+			}
+		}
+	}
+}
+
+// An unchanged list keeps the rings as they are.
+func TestRingUnchangedListKeepsRings(t *testing.T) {
+	s, _ := mustNew(t, Config{}, 8)
+	before := s.rings
+	if err := s.SetInstances(pool(8)); err != nil {
+		t.Fatal(err)
+	}
+	if s.rings != before {
+		t.Error("SetInstances(same list) rebuilt the rings, want them kept")
+	}
+	if err := s.SetInstances(pool(9)); err != nil {
+		t.Fatal(err)
+	}
+	if s.rings == before {
+		t.Error("SetInstances(one more) kept the rings, want them rebuilt")
 	}
 }

@@ -157,6 +157,8 @@ type Scheduler struct {
 	stats stats
 	est   *estimator // the pool's per-token cost (Cost.PerInstance: each instance has its own)
 
+	replicas atomic.Int64 // SetReplicas
+
 	kdMu sync.Mutex // guards kd's counts and splits (its configuration is immutable)
 	kd   *keyDepth
 	spin atomic.Uint64 // the next variant of a replicated key (see hotprefix.go)
@@ -531,14 +533,24 @@ func (s *Scheduler) ImportKeyDepth(st KeyDepthState) {
 	}
 }
 
+// ValidateInstances reports the first reason SetInstances would refuse
+// list (an empty or repeated id, a weight that is not a finite number >= 0,
+// a negative cache capacity), without changing anything.
+func ValidateInstances(list []Instance) error {
+	if err := validateInstances(list); err != nil {
+		return fmt.Errorf("scheduler: %w", err)
+	}
+	return nil
+}
+
 // SetInstances makes list the pool. Members keep their state (queues,
 // cache index, learned cost) by id; new ones start empty; requests queued
 // for a removed member are re-routed to their new pair (dispatched, or
 // failed if no instance is ready; their waiters are told). Requests already dispatched to a
 // removed member are unaffected: finish them as usual.
 func (s *Scheduler) SetInstances(list []Instance) error {
-	if err := validateInstances(list); err != nil {
-		return fmt.Errorf("scheduler: %w", err)
+	if err := ValidateInstances(list); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -546,17 +558,30 @@ func (s *Scheduler) SetInstances(list []Instance) error {
 	members := make([]*instance, len(list))
 	ids := make([]string, len(list))
 	weights := make([]float64, len(list))
+	// Only the arcs of members that came, went or changed weight change
+	// on the rings (ring.rebuild): remap takes the kept members' points
+	// from their old index to the new one, added lists the others.
+	remap := make([]int32, len(s.members))
+	for i := range remap {
+		remap[i] = -1
+	}
+	var added []int32
 	for i, spec := range list {
 		keep[spec.ID] = true
 		in := s.byID[spec.ID]
 		if in == nil {
 			s.seq++
-			in = &instance{Instance: Instance{ID: spec.ID}, healthy: true, seq: s.seq}
+			in = &instance{Instance: Instance{ID: spec.ID}, healthy: true, seq: s.seq, idx: -1}
 			in.est = s.est
 			if s.cfg.Cost.PerInstance {
 				in.est = newEstimator(&s.cfg.Cost, s.est.cost(), s.est.stepScale())
 			}
 			s.byID[spec.ID] = in
+		}
+		if in.idx >= 0 && pointCount(in.Weight, s.cfg.VirtualNodes) == pointCount(spec.Weight, s.cfg.VirtualNodes) {
+			remap[in.idx] = int32(i)
+		} else {
+			added = append(added, int32(i))
 		}
 		// Not in.Instance = spec: pickers read in.ID without a lock.
 		in.Weight, in.CacheTokens = spec.Weight, spec.CacheTokens
@@ -571,17 +596,30 @@ func (s *Scheduler) SetInstances(list []Instance) error {
 			in.kv.setCapacity(capTokens / s.cfg.BlockSize)
 		}
 		in.mu.Unlock()
-		in.idx = i
 		members[i] = in
 		ids[i], weights[i] = spec.ID, spec.Weight
+	}
+	same := len(added) == 0 && len(list) == len(s.members) && s.rings != nil
+	for o, m := range remap {
+		same = same && m == int32(o)
+	}
+	for i, in := range members {
+		in.idx = i
+	}
+	if !same {
+		rs := s.rings
+		if rs == nil {
+			e := emptyRingSet(s.cfg.Candidates)
+			rs = &e
+		}
+		rings := rs.rebuild(remap, added, ids, weights, s.cfg.VirtualNodes)
+		s.rings = &rings
 	}
 	s.members = members
 	s.index = make(map[string]int32, len(members))
 	for i, in := range members {
 		s.index[in.ID] = int32(i)
 	}
-	rings := newRingSet(s.cfg.Candidates, ids, weights, s.cfg.VirtualNodes)
-	s.rings = &rings
 	s.added = make([]int, len(members))
 	s.refreshReady()
 	// Removed members take no more requests; their queues are re-routed.
@@ -622,7 +660,11 @@ func (s *Scheduler) setFlag(id string, set func(*instance)) error {
 	if in == nil {
 		return fmt.Errorf("%w %q", ErrUnknownInstance, id)
 	}
+	healthy, draining := in.healthy, in.draining
 	set(in)
+	if in.healthy == healthy && in.draining == draining {
+		return nil // nothing changed: no new picker (a membership source repeats every flag)
+	}
 	s.refreshReady()
 	if !in.ready() {
 		in.mu.Lock()

@@ -13,7 +13,9 @@
 # minutes on 2 cores; the model about five seconds.
 #
 # Output: the last two lines on stdout are the llama-server binary's path and
-# the model's path, in that order; progress goes to stderr.
+# the model's path, in that order; progress goes to stderr. With --source it
+# only fetches the llama.cpp source (no build) and prints its directory
+# (scripts/chattmpl.sh reads the chat templates under models/templates).
 #
 # Environment: DUALMAP_LLAMA_JOBS (make -j, default: nproc),
 # DUALMAP_LLAMA_NATIVE (ON, the default, optimises for this CPU; OFF for a
@@ -40,10 +42,13 @@ MODEL="$CACHE/models/$MODEL_NAME"
 SRC="$CACHE/src/llama_cpp_python-$VERSION/vendor/llama.cpp"
 mkdir -p "$CACHE"
 
+SOURCE_ONLY=0
+[ "${1:-}" = --source ] && SOURCE_ONLY=1
+
 need_apt=()
-command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
-command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
-command -v make >/dev/null 2>&1 || need_apt+=(make)
+[ "$SOURCE_ONLY" = 1 ] || command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
+[ "$SOURCE_ONLY" = 1 ] || command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
+[ "$SOURCE_ONLY" = 1 ] || command -v make >/dev/null 2>&1 || need_apt+=(make)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
 	command -v apt-get >/dev/null 2>&1 || die "missing ${need_apt[*]} and no apt-get to install them"
@@ -64,6 +69,11 @@ if [ ! -f "$SRC/CMakeLists.txt" ]; then
 	tar -xzf "$tarball" -C "$CACHE/src"
 	[ -f "$SRC/CMakeLists.txt" ] || die "no vendor/llama.cpp in $tarball"
 	rm -f "$tarball"
+fi
+
+if [ "$SOURCE_ONLY" = 1 ]; then
+	echo "$SRC"
+	exit 0
 fi
 
 # 2. llama-server only, with every download off.

@@ -71,6 +71,10 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		idxDelay   = fs.Duration("index-delay", 0, "imperfect information: a router records a dispatch in its cache index this long afterwards (0: at once)")
 		idxDrop    = fs.Float64("index-drop", 0, "imperfect information: a router's cache-index record is lost with this probability")
 		metricPoll = fs.Duration("metrics-poll", 0, "imperfect information: routers read the engines' own load every this long (0: at every change; negative: never)")
+		pdFlag     = fs.String("pd", "", "size a prefill/decode pool instead of the sweep: pools N (mixed) or P:D (prefill:decode instances), e.g. 8,2:6,4:4,6:2; needs --qps; --policies default "+pdPolicies+" (DualMap's P/D pools run decode-capacity over the decode half, a baseline runs over both); no router queue")
+		pdXfer     = fs.Float64("pd-transfer", 3e-6, "P/D: KV transfer time per prompt token, seconds")
+		pdMin      = fs.Int("pd-min-uncached", config.DefaultMinUncachedTokens, "P/D: the decider's pd.min_uncached_tokens")
+		pdRatio    = fs.Float64("pd-decode-hit-ratio", config.DefaultDecodeHitRatio, "P/D: the decider's pd.decode_hit_ratio")
 	)
 	// The scheduler settings: one flag per simulator key of the table the
 	// router's file and the policy specs use (--max-running, --candidates...).
@@ -151,6 +155,14 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		sw.Base.Warmup = -1
 	}
 	sw.Base.Scheduler = sched
+	if *pdFlag != "" {
+		pols := *policies
+		if !isSet(fs, "policies") {
+			pols = pdPolicies
+		}
+		return runPDSizing(stdout, tr, *pdFlag, qps, pols, sw.Base,
+			sim.PDOptions{TransferPerToken: *pdXfer, MinUncachedTokens: *pdMin, DecodeHitRatio: *pdRatio})
+	}
 	for i := 1; i <= *seeds; i++ {
 		sw.Seeds = append(sw.Seeds, uint64(i))
 	}

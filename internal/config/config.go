@@ -153,6 +153,18 @@ type Pool struct {
 	// Metrics polls each instance's Prometheus endpoint as a second load
 	// signal (vLLM's and SGLang's queue gauges).
 	Metrics Metrics `yaml:"metrics"`
+	// ChatTemplate is how chats are rendered before they are tokenized:
+	// "auto" (the default, also for "") the model's own chat template,
+	// from chat_template.jinja or tokenizer_config.json beside Tokenizer,
+	// as vLLM and SGLang render, or the builtin rendering when there is
+	// none; "builtin" the router's own approximate rendering; a path, a
+	// tokenizer_config.json (a name ending in .json) or a Jinja template.
+	ChatTemplate string `yaml:"chat_template"`
+	// PD makes the pool a prefill/decode pool (pd.go): every request is
+	// pinned to a decode instance and, when remote prefill pays, names a
+	// prefill instance in a header the decode side's P/D sidecar reads.
+	// Unset: every instance does both, and instances[].role must be both.
+	PD *PD `yaml:"pd"`
 	// KVEvents subscribes to the instances' KV-cache events (vLLM's
 	// --kv-events-config, SGLang's --kv-events-config, llm-d's simulator):
 	// while an instance's stream is whole its cache index is what the
@@ -207,6 +219,9 @@ type Instance struct {
 	Address     string  `yaml:"address"` // IP:port, as Envoy's endpoint
 	Weight      float64 `yaml:"weight"`
 	CacheTokens int     `yaml:"cache_tokens"`
+	// Role is what the instance does in a P/D pool (pools[].pd): prefill,
+	// decode or both (default both).
+	Role string `yaml:"role"`
 }
 
 // DNS is a name whose A/AAAA records are the pool's instances.
@@ -214,6 +229,10 @@ type DNS struct {
 	Name     string        `yaml:"name"`
 	Port     int           `yaml:"port"`
 	Interval time.Duration `yaml:"interval"` // default 10s
+	// Role is the role of every address the name resolves to in a P/D
+	// pool (pools[].pd): prefill, decode or both (default both). Give the
+	// other role as static instances or through xDS endpoint metadata.
+	Role string `yaml:"role"`
 }
 
 // Policy selects the routing policy and its parameters.
@@ -396,6 +415,12 @@ type Redis struct {
 	// Heartbeat is the load exchange period (default 100ms); same on every
 	// replica. A replica silent for 3 heartbeats is ignored.
 	Heartbeat time.Duration `yaml:"heartbeat"`
+	// RecordKeyFile names a file of record keys, one a line (at most 4,
+	// each at least 16 bytes; e.g. a mounted Secret): the first signs this
+	// replica's load record with an HMAC, any of them opens another's, and
+	// records that do not open are not counted (default "": records are
+	// neither signed nor checked). Read at start.
+	RecordKeyFile string `yaml:"record_key_file"`
 }
 
 // Log configures logging.

@@ -113,6 +113,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"redis without addrs", minimal + "state: {backend: redis}\n", "state.redis.addrs"},
 		{"dns port", "pools:\n  - dns: {name: vllm.svc, port: 0}\n", "pools[0].dns.port"},
 		{"missing tokenizer", "pools:\n  - instances: [{address: 10.0.0.1:80}]\n    tokenizer: /nonexistent/tok.json\n", "pools[0].tokenizer"},
+		{"missing chat template", "pools:\n  - instances: [{address: 10.0.0.1:80}]\n    chat_template: /nonexistent/chat.jinja\n", "pools[0].chat_template: want auto, builtin or a readable file"},
 		{"log level", minimal + "log: {level: loud}\n", "log.level"},
 		{"queue order", minimal + "limits: {queue_order: fifo}\n", "limits.queue_order"},
 		{"late requests", minimal + "limits: {late_requests: drop}\n", "limits.late_requests"},

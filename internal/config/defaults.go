@@ -135,6 +135,7 @@ func (c Config) WithDefaults() Config {
 		if p.Metrics.Interval == 0 {
 			p.Metrics.Interval = time.Second
 		}
+		p.PD = p.PD.withDefaults()
 		p.KVEvents = p.KVEvents.withDefaults()
 		if p.DNS != nil && p.DNS.Interval == 0 {
 			d := *p.DNS

@@ -14,6 +14,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/dualmap/dualmap/internal/chattmpl"
 	"github.com/dualmap/dualmap/scheduler"
 )
 
@@ -136,6 +137,9 @@ func (c Config) Validate() error {
 				return invalid(ip+".cache_tokens", "must be >= 0, got %d", in.CacheTokens)
 			}
 		}
+		if err := c.validPD(at, p); err != nil {
+			return err
+		}
 		if d := p.DNS; d != nil {
 			switch {
 			case d.Name == "":
@@ -157,6 +161,16 @@ func (c Config) Validate() error {
 		if p.Tokenizer != "" {
 			if _, err := os.Stat(p.Tokenizer); err != nil {
 				return invalid(at+".tokenizer", "%v", err)
+			}
+		}
+		if err := chattmpl.CheckSetting(p.ChatTemplate); err != nil {
+			return invalid(at+".chat_template", "%v", err)
+		}
+		switch p.ChatTemplate {
+		case "", chattmpl.SettingAuto, chattmpl.SettingBuiltin:
+		default:
+			if _, err := os.Stat(p.ChatTemplate); err != nil {
+				return invalid(at+".chat_template", "want auto, builtin or a readable file: %v", err)
 			}
 		}
 		if err := c.validScheduler(at, p); err != nil {

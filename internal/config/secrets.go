@@ -38,6 +38,40 @@ func (c Config) SentinelPassword(env func(string) string) (string, error) {
 	return secret("state.redis.sentinel_password_file", r.SentinelPasswordFile, r.SentinelPasswordEnv, env)
 }
 
+// RedisRecordKeys returns the record keys of state.redis.record_key_file,
+// one per non-empty line, in order (nil when no file is named). Errors
+// name the key: a file that cannot be read, without a key, with more
+// than 4 or with one shorter than 16 bytes.
+func (c Config) RedisRecordKeys() ([][]byte, error) {
+	const at = "state.redis.record_key_file"
+	f := c.State.Redis.RecordKeyFile
+	if f == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return nil, invalid(at, "%v", err)
+	}
+	var keys [][]byte
+	for line := range strings.Lines(string(b)) {
+		if k := strings.TrimRight(line, "\r\n"); k != "" {
+			keys = append(keys, []byte(k))
+		}
+	}
+	switch {
+	case len(keys) == 0:
+		return nil, invalid(at, "%s holds no key", f)
+	case len(keys) > 4:
+		return nil, invalid(at, "%s holds %d keys, at most 4 (one signs, the others are being rotated out)", f, len(keys))
+	}
+	for i, k := range keys {
+		if len(k) < 16 {
+			return nil, invalid(at, "key %d of %s has %d bytes, want at least 16", i+1, f, len(k))
+		}
+	}
+	return keys, nil
+}
+
 // AdminToken returns the bearer token that guards the admin server's
 // /debug/* endpoints ("" when none is configured: they are open).
 func (c Config) AdminToken(env func(string) string) (string, error) {

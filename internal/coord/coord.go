@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,12 @@ type Scheduler interface {
 	// those still valid and returns how many it made.
 	Plan() []scheduler.Move
 	Apply(moves []scheduler.Move) int
+	// RemoteBounds fills dst with the most load the other replicas
+	// together can hold on each instance; SetReplicas tells it how many
+	// replicas share the pool, this one included (see
+	// scheduler.Scheduler.RemoteBounds).
+	RemoteBounds(dst map[string]scheduler.Load)
+	SetReplicas(n int)
 }
 
 // Options configures a Coordinator. Zero values mean the defaults written
@@ -50,6 +57,8 @@ type Options struct {
 	// Now is the clock for data age (default time.Now). The simulator
 	// passes its simulated clock.
 	Now func() time.Time
+	// Logger gets the warnings (clamped loads; default: discard).
+	Logger *slog.Logger
 }
 
 // Defaults.
@@ -74,6 +83,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return o
 }
@@ -100,15 +112,16 @@ type Coordinator struct {
 	me  string
 
 	mu sync.Mutex // guards the heartbeat state below (Sync, Expire, Leave)
-	// local and remote are scratch maps reused every heartbeat.
-	local, remote map[string]scheduler.Load
-	others        []string
-	lastData      time.Time // when the others' loads were last read
-	cleared       bool      // remote loads were zeroed for lack of data
-	kdVersion     int64     // key-depth version last published or imported
-	wasLeader     bool      // held the key-depth lease at the last Sync
+	// local, remote and bounds are scratch maps reused every heartbeat.
+	local, remote, bounds map[string]scheduler.Load
+	others                []string
+	lastData              time.Time // when the others' loads were last read
+	cleared               bool      // remote loads were zeroed for lack of data
+	kdVersion             int64     // key-depth version last published or imported
+	wasLeader             bool      // held the key-depth lease at the last Sync
 
-	st counters
+	st      counters
+	clamped clamps
 }
 
 // counters are Stats' counters, updated without locks.
@@ -141,6 +154,13 @@ type Stats struct {
 	Granted, Refused, LeaseErrors uint64
 	// Moved counts the moves Apply made.
 	Moved uint64
+	// ClampedBy counts, per replica, the load records cut to what the
+	// instances can hold (Scheduler.RemoteBounds) before they counted: at
+	// most 32 replicas by name, the later ones under "other".
+	// ClampedSums counts the heartbeats whose sum over the other replicas
+	// was cut.
+	ClampedBy   map[string]uint64
+	ClampedSums uint64
 }
 
 // New returns the Coordinator of the replica t speaks for, feeding s.
@@ -156,6 +176,7 @@ func New(t Transport, s Scheduler, o Options) (*Coordinator, error) {
 		t: t, s: s, opt: o, me: t.Replica(),
 		local:    make(map[string]scheduler.Load),
 		remote:   make(map[string]scheduler.Load),
+		bounds:   make(map[string]scheduler.Load),
 		lastData: o.Now(),
 	}, nil
 }
@@ -239,12 +260,20 @@ func (c *Coordinator) setVersion(v int64) {
 	c.st.keyDepthVersion.Store(v)
 }
 
-// applyLoads sums the peers' loads per instance and sets every local
+// applyLoads sums the peers' loads per instance, each peer's and then the
+// sum cut to the instances' bounds (clamp.go), and sets every local
 // instance's remote load (zero where nobody reports).
 func (c *Coordinator) applyLoads(peers []Peer) {
 	clear(c.remote)
+	clear(c.bounds)
+	c.s.RemoteBounds(c.bounds)
+	c.s.SetReplicas(len(peers) + 1)
+	now := c.opt.Now()
 	for _, p := range peers {
+		cut := false
 		for id, l := range p.Load {
+			l, was := c.clampOf(id, l)
+			cut = cut || was
 			sum := c.remote[id]
 			sum.Queued += l.Queued
 			sum.QueuedTokens += l.QueuedTokens
@@ -252,9 +281,18 @@ func (c *Coordinator) applyLoads(peers []Peer) {
 			sum.Running += l.Running
 			c.remote[id] = sum
 		}
+		if cut {
+			c.clamped.count(p.Replica, now, c.opt.Logger)
+		}
 	}
+	cut := false
 	for id := range c.local {
-		_ = c.s.SetRemoteLoad(id, c.remote[id]) // ids come from the scheduler, sums are >= 0
+		l, was := c.clampOf(id, c.remote[id])
+		cut = cut || was
+		_ = c.s.SetRemoteLoad(id, l) // ids come from the scheduler, sums are >= 0
+	}
+	if cut {
+		c.clamped.count("", now, c.opt.Logger)
 	}
 	c.st.replicas.Store(int64(len(peers)))
 	c.lastData = c.opt.Now()
@@ -277,6 +315,7 @@ func (c *Coordinator) expire() {
 		return
 	}
 	c.st.replicas.Store(0)
+	c.s.SetReplicas(1)
 	for id := range c.local {
 		_ = c.s.SetRemoteLoad(id, scheduler.Load{}) // a zero load is always valid for a known id
 	}
@@ -401,7 +440,10 @@ func (c *Coordinator) Leave(ctx context.Context) error {
 
 // Stats returns a snapshot of the counters. It does not block on I/O.
 func (c *Coordinator) Stats() Stats {
+	by, sums := c.clamped.snapshot()
 	return Stats{
+		ClampedBy:       by,
+		ClampedSums:     sums,
 		Replicas:        int(c.st.replicas.Load()),
 		Leader:          c.st.leader.Load(),
 		KeyDepthVersion: c.st.keyDepthVersion.Load(),

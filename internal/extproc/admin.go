@@ -32,7 +32,7 @@ func (s *Server) AdminHandler(g prometheus.Gatherer) http.Handler {
 	mux.HandleFunc("GET /debug/instances", func(w http.ResponseWriter, r *http.Request) {
 		out := map[string]any{}
 		for _, p := range s.pools.Pools() {
-			out[p.Name()] = p.Instances()
+			out[p.Name()] = debugInstances(p) // pd.go: with roles in a P/D pool
 		}
 		w.Header().Set("content-type", "application/json")
 		json.NewEncoder(w).Encode(out)

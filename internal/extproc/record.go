@@ -87,6 +87,7 @@ func (rc *recorder) decided(p *pool.Pool, start time.Time, tk *pool.Ticket) {
 	m, name := rc.s.m, p.Name()
 	dec, r := tk.Decision(), tk.Request()
 	rc.traceDecided(start, r, dec, nil)
+	rc.tracePD(tk)
 	if dec.Waited > 0 {
 		m.queueWait.WithLabelValues(name).Observe(dec.Waited.Seconds())
 	}

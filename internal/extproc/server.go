@@ -55,14 +55,19 @@ type Server struct {
 	bounds *bounds
 	tracer trace.Tracer // nil: tracing off
 
-	rm       *routeMetrics // route settings (routesettings.go)
-	routeLog routeLog
+	rm *routeMetrics // route settings (routesettings.go)
+	// strip are the request headers removed in the headers phase: the
+	// destination and every pool's P/D header (pdHeaders, pd.go).
+	strip     []string
+	pdHeaders []string
+	routeLog  routeLog
 }
 
 // New builds the pools of cfg (package pool: tokenizers, schedulers,
 // shared state) and the protocol's metrics.
 func New(cfg config.Config, opt Options) (*Server, error) {
-	s := &Server{cfg: cfg, log: opt.Logger, tracer: opt.Tracer}
+	s := &Server{cfg: cfg, log: opt.Logger, tracer: opt.Tracer, pdHeaders: pdHeaders(cfg)}
+	s.strip = append([]string{cfg.Routing.Header}, s.pdHeaders...)
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

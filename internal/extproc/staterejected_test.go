@@ -26,7 +26,7 @@ func TestStateRejectedMetric(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"reply", "malformed", "oversized", "clamped", "ignored", "bad_clock", "panic"} {
+	for _, want := range []string{"reply", "malformed", "oversized", "clamped", "ignored", "bad_clock", "panic", "unsigned"} {
 		if !reasons[want] {
 			t.Errorf("dualmap_state_rejected has no reason=%q series (has %v)", want, reasons)
 		}

@@ -192,7 +192,7 @@ func (st *stream) onRequestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata
 	if st.duplex {
 		return nil, nil // answered with the pin when the body has ended
 	}
-	return continueHeaders(&extprocv3.HeaderMutation{RemoveHeaders: []string{cfg.Header}}), nil
+	return continueHeaders(&extprocv3.HeaderMutation{RemoveHeaders: st.s.strip}), nil
 }
 
 // routeAny pins a request that carries no prompt to any ready instance of
@@ -417,6 +417,7 @@ func (st *stream) destination(dec scheduler.Decision) string {
 // pin is the header mutation that steers Envoy to the decision.
 func (st *stream) pin(dec scheduler.Decision) *extprocv3.HeaderMutation {
 	m := &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{header(st.s.cfg.Routing.Header, st.destination(dec))}}
+	st.pinPD(m) // pd.go: the prefill instance of a P/D pool
 	st.rec.inject(m)
 	return m
 }
@@ -492,6 +493,7 @@ func (st *stream) onResponseHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadat
 			header("x-dualmap-cached-tokens", strconv.Itoa(dec.CachedTokens)),
 		}
 		m.SetHeaders = append(m.SetHeaders, st.routeDebugHeaders()...)
+		m.SetHeaders = append(m.SetHeaders, st.pdDebugHeaders()...)
 	}
 	return continueResponseHeaders(m), nil
 }

@@ -10,6 +10,9 @@ func parseChat(r *reader) (*Request, error) {
 		maxTok, maxCompl        int
 		hasMaxTok, hasMaxCompl  bool
 		msgsP, maxTokP, maxCmpP = field(nil, "messages"), field(nil, "max_tokens"), field(nil, "max_completion_tokens")
+		kwargsP                 = field(nil, "chat_template_kwargs")
+		gen, hasGen, cont       bool
+		kwargs                  []byte
 	)
 	err := c.members(r, func(key []byte) (known bool, err error) {
 		switch string(key) {
@@ -19,6 +22,16 @@ func parseChat(r *reader) (*Request, error) {
 			maxTok, hasMaxTok, err = r.optCount(&maxTokP)
 		case "max_completion_tokens":
 			maxCompl, hasMaxCompl, err = r.optCount(&maxCmpP)
+		case "add_generation_prompt":
+			gen, hasGen, err = r.lenientBool()
+		case "continue_final_message":
+			cont, _, err = r.lenientBool()
+		case "chat_template_kwargs":
+			if r.peek() != '{' {
+				err = r.skip() // not ours to refuse: the engine decides
+				break
+			}
+			kwargs, err = r.optCanon(&kwargsP, '{')
 		default:
 			return false, nil
 		}
@@ -35,6 +48,10 @@ func parseChat(r *reader) (*Request, error) {
 		return nil, errMissing(&msgsP)
 	}
 	req.Messages = append(c.prefix(), msgs...)
+	req.NoGenerationPrompt, req.ContinueFinalMessage = hasGen && !gen, cont
+	if kwargs != nil {
+		req.TemplateKwargs = string(kwargs)
+	}
 	switch {
 	case hasMaxCompl:
 		req.MaxTokens = maxCompl
@@ -42,6 +59,19 @@ func parseChat(r *reader) (*Request, error) {
 		req.MaxTokens = maxTok
 	}
 	return req, nil
+}
+
+// lenientBool reads a JSON boolean (present), or skips any other value
+// (not present): the router only follows a field the engine reads, it does
+// not judge it (vLLM's own validation accepts more than booleans).
+func (r *reader) lenientBool() (v, present bool, err error) {
+	switch r.peek() {
+	case 't':
+		return true, true, r.literal("true")
+	case 'f':
+		return false, true, r.literal("false")
+	}
+	return false, false, r.skip()
 }
 
 // chatMessages reads "messages": a non-empty array of messages, or null

@@ -33,6 +33,24 @@ func TestParseChat(t *testing.T) {
 			want: Request{Model: "m", Messages: []Message{{"user", "x"}}},
 		},
 		{
+			name: "chat template controls",
+			body: `{"model":"m","add_generation_prompt":false,"continue_final_message":true,"chat_template_kwargs":{"z":1,"enable_thinking":false},
+				"messages":[{"role":"user","content":"x"}]}`,
+			want: Request{Model: "m", Messages: []Message{{"user", "x"}}, NoGenerationPrompt: true, ContinueFinalMessage: true,
+				TemplateKwargs: `{"enable_thinking":false,"z":1}`},
+		},
+		{
+			name: "chat template controls: defaults, and values left to the engine",
+			body: `{"model":"m","add_generation_prompt":true,"continue_final_message":"yes","chat_template_kwargs":[1],
+				"messages":[{"role":"user","content":"x"}]}`,
+			want: Request{Model: "m", Messages: []Message{{"user", "x"}}},
+		},
+		{
+			name: "chat template controls: null and non-boolean add_generation_prompt keep the default",
+			body: `{"model":"m","add_generation_prompt":null,"chat_template_kwargs":null,"messages":[{"role":"user","content":"x"}]}`,
+			want: Request{Model: "m", Messages: []Message{{"user", "x"}}},
+		},
+		{
 			name: "all roles",
 			body: `{"model":"m","messages":[{"role":"developer","content":"d"},{"role":"system","content":"s"},
 				{"role":"user","content":"u"},{"role":"assistant","content":"a"},{"role":"tool","content":"t","tool_call_id":"c1"},

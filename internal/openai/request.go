@@ -47,6 +47,16 @@ type Request struct {
 	MaxTokens int
 	// User is the "user" field, empty when absent; a possible session key.
 	User string
+	// The chat template controls of a chat request (vLLM's extensions):
+	// NoGenerationPrompt is "add_generation_prompt": false (the default,
+	// true, ends the rendering with the assistant's header),
+	// ContinueFinalMessage is "continue_final_message": true (the rendering
+	// ends inside the last message, for the model to continue it), and
+	// TemplateKwargs is "chat_template_kwargs", the canonical JSON of an
+	// object of extra template variables (e.g. {"enable_thinking":false}),
+	// "" when absent.
+	NoGenerationPrompt, ContinueFinalMessage bool
+	TemplateKwargs                           string
 }
 
 // Limits bounds what Parse accepts.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -15,6 +16,47 @@ const (
 	MetricPrefixHits    = "vllm:prefix_cache_hits_total"
 	MetricPrefixQueries = "vllm:prefix_cache_queries_total"
 )
+
+// MetricPromptTokens is vLLM's counter of prefill tokens computed.
+const MetricPromptTokens = "vllm:prompt_tokens_total"
+
+// ParseCounter sums the samples named name (over every label set) on a
+// Prometheus text page; ok is false when the page has none.
+func ParseCounter(r io.Reader, name string) (sum float64, ok bool, err error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := line[len(name):]
+		switch {
+		case strings.HasPrefix(rest, "{"):
+			end := strings.LastIndexByte(rest, '}')
+			if end < 0 {
+				return 0, false, fmt.Errorf("peerbench: metrics: unterminated labels in %q", line)
+			}
+			rest = rest[end+1:]
+		case strings.HasPrefix(rest, " "):
+		default:
+			continue // another metric whose name starts with name
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			return 0, false, fmt.Errorf("peerbench: metrics: no value in %q", line)
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			return 0, false, fmt.Errorf("peerbench: metrics: %q: %w", line, err)
+		}
+		sum, ok = sum+v, true
+	}
+	if err := sc.Err(); err != nil {
+		return 0, false, fmt.Errorf("peerbench: metrics: %w", err)
+	}
+	return sum, ok, nil
+}
 
 // ErrNoCacheCounters is ParseCacheCounters' error for a page without the
 // counters. vLLM-format engines with labelled counters (llm-d's simulator)
@@ -98,3 +140,71 @@ func ParseCacheCounters(r io.Reader) (CacheCounters, error) {
 	}
 	return c, nil
 }
+
+// MetricQueueWait is dualmap's router-queue wait histogram, in seconds.
+const MetricQueueWait = "dualmap_queue_wait_seconds"
+
+// ParseQueueStats reads what dualmap's router queue held from its admin
+// /metrics page: the requests counted by MetricQueueWait beyond its first
+// bucket (le="0.005", 5 ms) and the mean wait of all of them, summed over
+// pools. A page without the histogram is an error wrapping
+// ErrNoQueueMetrics.
+func ParseQueueStats(r io.Reader) (QueueStats, error) {
+	var sum, count, fast float64
+	var seenSum, seenCount, seenFast bool
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if !strings.HasPrefix(line, MetricQueueWait+"_") {
+			continue
+		}
+		name, labels, value := line, "", ""
+		if i := strings.IndexAny(line, "{ "); i >= 0 {
+			name, value = line[:i], line[i:]
+		}
+		if strings.HasPrefix(value, "{") {
+			end := strings.LastIndexByte(value, '}')
+			if end < 0 {
+				return QueueStats{}, fmt.Errorf("peerbench: metrics: unterminated labels in %q", line)
+			}
+			labels, value = value[1:end], value[end+1:]
+		}
+		f := strings.Fields(value)
+		if len(f) == 0 {
+			return QueueStats{}, fmt.Errorf("peerbench: metrics: no value in %q", line)
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			return QueueStats{}, fmt.Errorf("peerbench: metrics: %q: %w", line, err)
+		}
+		switch name {
+		case MetricQueueWait + "_sum":
+			sum, seenSum = sum+v, true
+		case MetricQueueWait + "_count":
+			count, seenCount = count+v, true
+		case MetricQueueWait + "_bucket":
+			if strings.Contains(labels, `le="0.005"`) {
+				fast, seenFast = fast+v, true
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return QueueStats{}, fmt.Errorf("peerbench: metrics: %w", err)
+	}
+	if !seenSum || !seenCount || !seenFast {
+		return QueueStats{}, fmt.Errorf("peerbench: metrics: %w: no %s sum, count and 5 ms bucket on the page", ErrNoQueueMetrics, MetricQueueWait)
+	}
+	if fast < 0 || count < fast || count > 1e15 || !(sum >= 0) || math.IsInf(sum, 0) {
+		return QueueStats{}, fmt.Errorf("peerbench: metrics: %s: count %v, 5 ms bucket %v, sum %v do not add up", MetricQueueWait, count, fast, sum)
+	}
+	q := QueueStats{Requests: int(count), Held: int(count - fast)}
+	if count > 0 {
+		q.MeanWaitMS = 1000 * sum / count
+	}
+	return q, nil
+}
+
+// ErrNoQueueMetrics is ParseQueueStats' error for a page without the
+// router queue's histogram (a picker other than dualmap).
+var ErrNoQueueMetrics = errors.New("no router-queue metrics")

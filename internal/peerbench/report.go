@@ -33,6 +33,9 @@ type Row struct {
 	// EngineHitRate is the growth of the engines' prefix-cache hit and
 	// query counters over the run, summed over engines.
 	EngineHitRate float64 `json:"engine_hit_rate"`
+	// EnginePrefill is each engine's growth of MetricPromptTokens over the
+	// run (the prefill tokens it computed), in the engines' order.
+	EnginePrefill []float64 `json:"engine_prefill_tokens,omitempty"`
 	// PickerCPUMSPerRequest is the pickers' CPU time (utime+stime, all
 	// replicas) over the run per request sent.
 	PickerCPUMSPerRequest float64 `json:"picker_cpu_ms_per_request"`
@@ -41,6 +44,28 @@ type Row struct {
 	EngineCPU float64 `json:"engine_cpu_cores"`
 	LoadAvg   string  `json:"load_avg"`
 	Duration  float64 `json:"duration_s"`
+	// Queue is what dualmap's router queue held over the run (nil for a
+	// picker that does not report it).
+	Queue *QueueStats `json:"router_queue,omitempty"`
+}
+
+// QueueStats are a run's router-queue figures, from dualmap's
+// dualmap_queue_wait_seconds histogram: the requests it counted, those
+// that waited longer than its first bucket (5 ms) and the mean wait over
+// every request.
+type QueueStats struct {
+	Requests   int     `json:"requests"`
+	Held       int     `json:"held"`
+	MeanWaitMS float64 `json:"mean_wait_ms"`
+}
+
+// Add returns the figures of two replicas together.
+func (q QueueStats) Add(o QueueStats) QueueStats {
+	s := QueueStats{Requests: q.Requests + o.Requests, Held: q.Held + o.Held}
+	if s.Requests > 0 {
+		s.MeanWaitMS = (q.MeanWaitMS*float64(q.Requests) + o.MeanWaitMS*float64(o.Requests)) / float64(s.Requests)
+	}
+	return s
 }
 
 // MS is a duration in milliseconds, for Row.
@@ -89,4 +114,18 @@ func thousands(ms float64) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+// PrefillSkew is the busiest engine's prefill tokens over the mean of all
+// engines' (1: an even split); 0 without figures.
+func (r Row) PrefillSkew() float64 {
+	var sum, top float64
+	for _, v := range r.EnginePrefill {
+		sum += v
+		top = max(top, v)
+	}
+	if sum <= 0 {
+		return 0
+	}
+	return top / (sum / float64(len(r.EnginePrefill)))
 }

@@ -11,7 +11,7 @@ import (
 // counters alike), in this package and through OnGone in others; those of
 // the members stay, and an instance that comes back starts afresh.
 func TestRemovedInstanceSeriesDeleted(t *testing.T) {
-	m := startManager(t, parseConfig(t, fourInstances), false, Options{})
+	m := startManager(t, parseConfig(t, fourInstances), false, Options{MembershipDelay: -1}) // every change at once
 	var gone []string
 	m.OnGone(func(pool, id string) { gone = append(gone, pool+"/"+id) })
 	p := m.Pools()[0]

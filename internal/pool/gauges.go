@@ -27,6 +27,15 @@ type metrics struct {
 	// stateRejected mirrors the store's cumulative counters of what Redis
 	// returned and was not used as it was.
 	stateRejected *prometheus.GaugeVec // pool, reason
+	// chatTemplate is 1 for the rendering a pool's chats get: "model"
+	// (the model's chat template) or "builtin"; renderErrors counts chats
+	// the model's template refused.
+	chatTemplate *prometheus.GaugeVec   // pool, rendering
+	renderErrors *prometheus.CounterVec // pool
+	// remoteClamped mirrors the coordinator's counts of other replicas'
+	// load records cut to what the instances can hold (at most 32
+	// replicas by name, then "other"; "(sum)" for the sum of them).
+	remoteClamped *prometheus.GaugeVec // pool, replica
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -55,12 +64,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		stateDelay:  gauge("dualmap_state_propagation_p99_seconds", "p99 delay between another replica's dispatch and its arrival here.", "pool"),
 		stateLag:    gauge("dualmap_state_propagation_last_seconds", "Delay between another replica's dispatch and its arrival here, for the last batch read.", "pool"),
 		stateErrors: counter("dualmap_state_errors_total", "Failed shared-state (Redis) operations, malformed entries and values included.", "pool"),
-		stateRejected: gauge("dualmap_state_rejected", "What the shared state (Redis) returned and this replica did not use as it was, since start, by reason: reply (connection closed at a reply beyond the size limits), malformed, oversized, clamped, ignored (untimed load hashes, heartbeats scored in the future), bad_clock (dispatch batches with absurd timestamps), panic (background rounds recovered).",
+		stateRejected: gauge("dualmap_state_rejected", "What the shared state (Redis) returned and this replica did not use as it was, since start, by reason: reply (connection closed at a reply beyond the size limits), malformed, oversized, clamped, ignored (untimed load hashes, heartbeats scored in the future), bad_clock (dispatch batches with absurd timestamps), panic (background rounds recovered), unsigned (with state.redis.record_key_file: replica load records that did not open under the keys).",
 			"pool", "reason"),
+		chatTemplate: gauge("dualmap_chat_template", "1 for how the pool renders chats before tokenizing them: rendering=\"model\", the model's own chat template (as the engine renders), or \"builtin\", the router's approximate rendering (no template found, or chat_template: builtin).",
+			"pool", "rendering"),
+		renderErrors: counter("dualmap_chat_template_errors_total", "Chat requests the model's chat template could not render (answered 400).", "pool"),
+		remoteClamped: gauge("dualmap_remote_load_clamped", "Other replicas' load records cut, since start, to what the instances can hold before they counted (an instance's running limit and KV capacity), by replica (at most 32 by name, then other; (sum) for heartbeats whose sum over replicas was cut).",
+			"pool", "replica"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.queueDepth, m.pending, m.healthy, m.queued, m.queuedTok, m.running, m.aheadCost, m.engineFull, m.upstreamErr,
-			m.hostIgnored, m.migrations, m.stateUp, m.stateDelay, m.stateLag, m.stateErrors, m.stateRejected)
+			m.hostIgnored, m.migrations, m.stateUp, m.stateDelay, m.stateLag, m.stateErrors, m.stateRejected,
+			m.chatTemplate, m.renderErrors, m.remoteClamped)
 	}
 	return m
 }
@@ -72,6 +87,7 @@ func (m *metrics) initPool(name string) {
 	m.stateErrors.WithLabelValues(name)
 	m.stateLag.WithLabelValues(name)
 	m.queueDepth.WithLabelValues(name)
+	m.renderErrors.WithLabelValues(name)
 }
 
 // UpdateGauges sets the pools' gauges from their schedulers and stores
@@ -96,12 +112,19 @@ func (m *Manager) UpdateGauges() {
 		advance(m.m.migrations.WithLabelValues(p.name), &p.counted.migrations, p.sched.Stats().Migrations)
 		for reason, n := range map[string]uint64{
 			"reply": st.RefusedReplies, "malformed": st.Malformed, "oversized": st.Oversized,
-			"clamped": st.Clamped, "ignored": st.Ignored, "bad_clock": st.BadClock, "panic": st.Panics,
+			"clamped": st.Clamped, "ignored": st.Ignored, "bad_clock": st.BadClock, "panic": st.Panics, "unsigned": st.Unsigned,
 		} {
 			m.m.stateRejected.WithLabelValues(p.name, reason).Set(float64(n))
 		}
+		cs := p.coord.Stats()
+		for replica, n := range cs.ClampedBy {
+			m.m.remoteClamped.WithLabelValues(p.name, replica).Set(float64(n))
+		}
+		if cs.ClampedSums > 0 {
+			m.m.remoteClamped.WithLabelValues(p.name, "(sum)").Set(float64(cs.ClampedSums))
+		}
 		m.m.queueDepth.WithLabelValues(p.name).Set(float64(p.sched.QueueLen()))
-		members := p.sched.Instances()
+		members := p.gaugeMembers() // pd.go: a P/D pool's prefill-only instances too
 		ids := make([]string, len(members))
 		for i, st := range members {
 			ids[i] = st.ID

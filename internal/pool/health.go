@@ -118,7 +118,7 @@ func (p *Pool) probed(id string, ok bool) {
 // applyHealth tells the scheduler whether id is up. Call with p.mu held.
 func (p *Pool) applyHealth(id string) {
 	up := !p.healthOf(id).down && !p.xdsDown(id)
-	if err := p.sched.SetHealthy(id, up); err != nil {
+	if err := p.setHealthy(id, up); err != nil { // pd.go: both halves of a P/D pool
 		p.m.log.Debug("health change for an instance no longer in the pool", "pool", p.name, "instance", id)
 	}
 }

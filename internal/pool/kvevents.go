@@ -62,12 +62,25 @@ func (s kvSource) Run(ctx context.Context, sink Sink) {
 // Removed implements Sink.
 func (p *Pool) Removed(id string, blocks []uint64) {
 	_ = p.sched.RemoveCached(id, blocks) // an instance that left meanwhile: nothing to remove
+	if p.pd != nil {
+		_ = p.pd.sched.RemoveCached(id, blocks) // a P/D pool's prefill half (pd.go)
+	}
 }
 
 // Cleared implements Sink.
-func (p *Pool) Cleared(id string) { _ = p.sched.ClearCached(id) }
+func (p *Pool) Cleared(id string) {
+	_ = p.sched.ClearCached(id)
+	if p.pd != nil {
+		_ = p.pd.sched.ClearCached(id)
+	}
+}
 
 // SetExact implements Sink.
-func (p *Pool) SetExact(id string, exact bool) { _ = p.sched.SetExact(id, exact) }
+func (p *Pool) SetExact(id string, exact bool) {
+	_ = p.sched.SetExact(id, exact)
+	if p.pd != nil {
+		_ = p.pd.sched.SetExact(id, exact)
+	}
+}
 
 var _ kvevents.Target = (*Pool)(nil)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dualmap/dualmap/internal/chattmpl"
 	"github.com/dualmap/dualmap/internal/config"
 	"github.com/dualmap/dualmap/internal/coord"
 	"github.com/dualmap/dualmap/internal/kvevents"
@@ -72,6 +73,11 @@ type Options struct {
 	// Panicked is told of a background loop that panicked (it is restarted
 	// after a backoff); default: nothing beyond the log.
 	Panicked func(loop string)
+	// MembershipDelay is the least time between two applies of a pool's
+	// membership changes; the changes in between are coalesced into one
+	// (members.go; default DefaultMembershipDelay, negative: every change
+	// at once).
+	MembershipDelay time.Duration
 	// Wrap, when set, wraps each pool's scheduler as it is built: tests
 	// put spies and fakes between a pool and its scheduler.
 	Wrap func(Scheduler) Scheduler
@@ -83,17 +89,20 @@ var ErrModelNotFound = errors.New("pool: no pool serves this model")
 // Manager holds the pools of a configuration and runs their background
 // work. Create it with New, start the work with Run, release it with Close.
 type Manager struct {
-	cfg      config.Config
-	log      *slog.Logger
-	m        *metrics
-	now      func() time.Time
-	tick     time.Duration
-	client   *http.Client
-	panicked func(string)
-	pools    []*Pool
-	byModel  map[string]*Pool
-	def      *Pool             // the "*" pool, or nil
-	kv       *kvevents.Metrics // the KV-event subscriptions' series (kvevents.go), nil if none
+	cfg  config.Config
+	log  *slog.Logger
+	m    *metrics
+	pd   *pdMetrics
+	now  func() time.Time
+	tick time.Duration
+	// memberDelay is Options.MembershipDelay, defaults applied.
+	memberDelay time.Duration
+	client      *http.Client
+	panicked    func(string)
+	pools       []*Pool
+	byModel     map[string]*Pool
+	def         *Pool             // the "*" pool, or nil
+	kv          *kvevents.Metrics // the KV-event subscriptions' series (kvevents.go), nil if none
 
 	gaugeMu  sync.Mutex                 // serializes UpdateGauges; guards seriesOf and gone
 	seriesOf map[string]map[string]bool // pool -> instances with series (forget.go)
@@ -116,6 +125,7 @@ type Pool struct {
 	sources  []Source           // engine signal sources (signals.go)
 	seq      atomic.Uint64      // spreads Pin's choices
 	counted  poolCounters       // the background loop's counters (gauges.go)
+	pd       *pdHalf            // the prefill half of a P/D pool, or nil (pd.go)
 
 	// mu guards the membership sources and the instances' health; it is
 	// held while either is told to the scheduler, so that a decision taken
@@ -123,8 +133,14 @@ type Pool struct {
 	mu     sync.Mutex
 	static []config.Instance
 	dns    []string                // addresses last resolved
-	eds    map[string]xds.Endpoint // the xDS endpoints last applied, by address
+	eds    map[string]xds.Endpoint // the xDS endpoints last received, by address
 	health map[string]*healthState // by instance address
+	// The coalescing of membership changes (members.go): when the last
+	// apply ran, the apply scheduled for the changes since (nil: none),
+	// and whether Close stopped them.
+	applied time.Time
+	pending *time.Timer
+	closed  bool
 }
 
 // New builds the pools of cfg: tokenizers, schedulers, stores, coordinators
@@ -141,6 +157,12 @@ func New(cfg config.Config, opt Options) (*Manager, error) {
 	if m.tick == 0 {
 		m.tick = 100 * time.Millisecond
 	}
+	switch m.memberDelay = opt.MembershipDelay; {
+	case m.memberDelay == 0:
+		m.memberDelay = DefaultMembershipDelay
+	case m.memberDelay < 0:
+		m.memberDelay = 0
+	}
 	if m.client == nil {
 		m.client = &http.Client{Timeout: cfg.Health.Timeout}
 	}
@@ -148,6 +170,7 @@ func New(cfg config.Config, opt Options) (*Manager, error) {
 		m.panicked = func(string) {}
 	}
 	m.m = newMetrics(opt.Registry)
+	m.pd = newPDMetrics(opt.Registry)
 	m.kv = newKVMetrics(cfg, opt.Registry)
 	for i, pc := range cfg.Pools {
 		store, err := newStore(cfg, pc.Name, opt, m.log)
@@ -166,6 +189,16 @@ func New(cfg config.Config, opt Options) (*Manager, error) {
 			return nil, err
 		}
 		m.m.initPool(p.name)
+		if p.pd != nil {
+			m.pd.init(p.name)
+			p.mu.Lock()
+			err = p.setInstances(p.memberList()) // the roles and their gauges
+			p.mu.Unlock()
+			if err != nil {
+				m.Close()
+				return nil, fmt.Errorf("pool %s: %w", pc.Name, err)
+			}
+		}
 		if p.xds, err = m.newXDSClient(pc, fmt.Sprintf("pools[%d]", i)); err != nil {
 			m.Close()
 			return nil, fmt.Errorf("pool %s: %w", pc.Name, err)
@@ -189,7 +222,26 @@ func (m *Manager) newPool(pc config.Pool, store state.Store, wrap func(Scheduler
 		closeStore(store)
 		return nil, fmt.Errorf("pool %s: %w", pc.Name, err)
 	}
-	pr, err := tokenize.NewPrompter(enc, tokenize.Config{BlockSize: pc.BlockSize})
+	tmpl, err := chattmpl.Resolve(pc.ChatTemplate, pc.Tokenizer)
+	if err != nil {
+		enc.Close()
+		closeStore(store)
+		return nil, fmt.Errorf("pool %s: %w", pc.Name, err)
+	}
+	rendering := "model"
+	if tmpl.Template == nil {
+		rendering = "builtin"
+		log := m.log.Warn // a tokenizer file without its template: the tokens could have been the engine's
+		if pc.Tokenizer == "" || pc.ChatTemplate == chattmpl.SettingBuiltin {
+			log = m.log.Info
+		}
+		log("chat template: none, chats get the builtin approximate rendering (the router's tokens differ from the engine's)",
+			"pool", pc.Name, "why", tmpl.From)
+	} else {
+		m.log.Info("chat template: the model's own", "pool", pc.Name, "file", tmpl.From)
+	}
+	m.m.chatTemplate.WithLabelValues(pc.Name, rendering).Set(1)
+	pr, err := tokenize.NewPrompter(enc, tokenize.Config{BlockSize: pc.BlockSize, Template: tmpl.Template})
 	if err != nil {
 		enc.Close()
 		closeStore(store)
@@ -199,7 +251,13 @@ func (m *Manager) newPool(pc config.Pool, store state.Store, wrap func(Scheduler
 	sc.Now = m.now
 	shared := m.cfg.State.Backend == "redis"
 	sc.Rebalance.External = shared
-	s, err := scheduler.New(sc, instances(pc.Instances, nil))
+	pd, err := newPDHalf(pc, &sc) // the prefill half, and the decode policy in sc
+	if err != nil {
+		enc.Close()
+		closeStore(store)
+		return nil, err
+	}
+	s, err := scheduler.New(sc, instances(decodeOnly(pc), nil))
 	if err != nil {
 		enc.Close()
 		closeStore(store)
@@ -211,7 +269,7 @@ func (m *Manager) newPool(pc config.Pool, store state.Store, wrap func(Scheduler
 	}
 	return &Pool{
 		name: pc.Name, policy: pc.Policy.Name, m: m, sched: sched, prompter: pr, encoder: enc,
-		store: store, shared: shared, static: pc.Instances, health: map[string]*healthState{},
+		store: store, shared: shared, static: pc.Instances, health: map[string]*healthState{}, pd: pd,
 	}, nil
 }
 
@@ -219,6 +277,7 @@ func (m *Manager) newPool(pc config.Pool, store state.Store, wrap func(Scheduler
 // shared-state connections. Call it after Run has returned.
 func (m *Manager) Close() {
 	for _, p := range m.pools {
+		p.stopMembers()
 		p.encoder.Close()
 		if p.xds != nil {
 			p.xds.Close()
@@ -349,6 +408,7 @@ func (m *Manager) ticker(ctx context.Context) {
 		}
 		for _, p := range m.pools {
 			p.sched.Tick()
+			p.tickPD()
 			if p.shared && p.sched.Rebalances() {
 				p.coord.Rebalance(ctx) // leased: see coord.Coordinator.Rebalance
 			}

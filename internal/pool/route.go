@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dualmap/dualmap/internal/chattmpl"
 	"github.com/dualmap/dualmap/internal/openai"
 	"github.com/dualmap/dualmap/internal/tokenize"
 	"github.com/dualmap/dualmap/scheduler"
@@ -52,6 +53,9 @@ func (p *Pool) Route(ctx context.Context, body *openai.Request, c Controls, obs 
 	}
 	t.at = time.Now()
 	p.coord.Dispatched(t.dec.Instance, t.req.Blocks) // for the other replicas' cache index
+	if p.pd != nil {
+		p.routePD(ctx, t) // pd.go: the decider, and the prefill instance
+	}
 	return t, nil
 }
 
@@ -74,11 +78,15 @@ func (p *Pool) request(body *openai.Request, c Controls, r *scheduler.Request) e
 		for i, m := range body.Messages {
 			msgs[i] = tokenize.Message{Role: m.Role, Content: m.Content}
 		}
-		err = p.prompter.Messages(msgs, &prompt)
+		err = p.prompter.Chat(msgs, tokenize.ChatOptions{NoGenerationPrompt: body.NoGenerationPrompt,
+			ContinueFinalMessage: body.ContinueFinalMessage, TemplateKwargs: body.TemplateKwargs}, &prompt)
 	} else if len(body.Prompts) > 0 {
 		err = p.prompter.Text(body.Prompts[0], &prompt)
 	}
 	if err != nil {
+		if errors.Is(err, chattmpl.ErrRender) {
+			p.m.m.renderErrors.WithLabelValues(p.name).Inc()
+		}
 		return fmt.Errorf("%w: %v", ErrTokenize, err)
 	}
 	*r = scheduler.Request{Blocks: prompt.Blocks, Tokens: prompt.Tokens, SLO: c.SLO, Only: c.Only, Priority: c.Priority, Session: c.Session}
@@ -107,6 +115,12 @@ type Ticket struct {
 	resp  bool      // Responded was called
 	first bool      // FirstToken was called
 	done  bool
+
+	// A P/D pool's prefill half (pd.go).
+	pre      scheduler.Request // the request as the prefill scheduler routed it
+	prefill  string            // the prefill instance, or "" when the decode instance prefills
+	pdReason string            // the decider's reason
+	preDone  bool              // the prefill half was released
 }
 
 // Pool is the pool that routed the request.
@@ -147,6 +161,8 @@ func (t *Ticket) Responded(status int, served string, fromProxy bool) string {
 		}
 	}
 	switch {
+	case t.pdFailed(status):
+		// pd.go: the sidecar's 5xx is its prefill instance's
 	case status >= 500:
 		p.failed(served)
 	case ok:
@@ -199,6 +215,7 @@ func (t *Ticket) FirstToken() {
 	}
 	t.first = true
 	t.p.sched.FirstToken(&t.req)
+	t.prefillDone(true)
 }
 
 // Done reports the request over and releases its load. Idempotent.
@@ -208,4 +225,5 @@ func (t *Ticket) Done() {
 	}
 	t.done = true
 	t.p.sched.Complete(&t.req)
+	t.pdDone()
 }

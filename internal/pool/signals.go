@@ -58,11 +58,17 @@ type Sink interface {
 // Load implements Sink.
 func (p *Pool) Load(id string, l scheduler.EngineLoad) {
 	_ = p.sched.SetEngineLoad(id, l) // an instance that left meanwhile: nothing to set
+	if p.pd != nil {
+		_ = p.pd.sched.SetEngineLoad(id, l) // a P/D pool's prefill half (pd.go)
+	}
 }
 
 // Stored implements Sink.
 func (p *Pool) Stored(id string, blocks []uint64) {
 	_ = p.sched.AddCached(id, blocks) // an instance that left meanwhile: nothing to record
+	if p.pd != nil {
+		_ = p.pd.sched.AddCached(id, blocks)
+	}
 }
 
 // Health implements Sink.

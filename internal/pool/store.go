@@ -33,11 +33,15 @@ func newStore(c config.Config, pool string, opt Options, log *slog.Logger) (stat
 	if err != nil {
 		return nil, err
 	}
+	keys, err := c.RedisRecordKeys()
+	if err != nil {
+		return nil, err
+	}
 	r := c.State.Redis
 	ro := state.RedisOptions{
 		Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username, Password: pw, DB: r.DB,
 		SentinelUsername: r.SentinelUsername, SentinelPassword: spw, TLS: tc,
-		Prefix: r.KeyPrefix, Pool: pool, Replica: opt.Replica, Logger: log,
+		Prefix: r.KeyPrefix, Pool: pool, Replica: opt.Replica, Logger: log, RecordKeys: keys,
 	}
 	st, err := state.NewRedis(ro)
 	if err != nil {
@@ -53,6 +57,7 @@ func newCoordinator(c config.Config, p *Pool, tick time.Duration, now func() tim
 		Heartbeat: c.State.Redis.Heartbeat,
 		LeaseTTL:  2 * tick,
 		Now:       now,
+		Logger:    p.m.log.With("pool", p.name),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %w", p.name, err)

@@ -3,6 +3,8 @@ package pool
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,7 +45,7 @@ func (m *Manager) newXDSClient(pc config.Pool, at string) (*xds.Client, error) {
 // xdsLoop follows the pool's subscription until ctx ends.
 func (m *Manager) xdsLoop(ctx context.Context, p *Pool) {
 	p.xds.Run(ctx, func(eps []xds.Endpoint) error {
-		err := p.setXDS(eps, m.log)
+		err := p.setXDS(eps)
 		if err == nil && len(eps) == 0 {
 			m.log.Warn("xds assignment has no endpoints: the pool is empty", "pool", p.name)
 		}
@@ -51,11 +53,10 @@ func (m *Manager) xdsLoop(ctx context.Context, p *Pool) {
 	})
 }
 
-// setXDS makes eps the pool's endpoints from xDS and applies their
-// health, under the pool's lock.
-func (p *Pool) setXDS(eps []xds.Endpoint, log interface {
-	Debug(string, ...any)
-}) error {
+// setXDS makes eps the pool's endpoints from xDS, their health and
+// draining included, applied as members.go says. It refuses (and keeps
+// the previous endpoints) an assignment the scheduler would refuse.
+func (p *Pool) setXDS(eps []xds.Endpoint) error {
 	byAddr := make(map[string]xds.Endpoint, len(eps))
 	for _, e := range eps {
 		byAddr[e.Address] = e
@@ -64,16 +65,11 @@ func (p *Pool) setXDS(eps []xds.Endpoint, log interface {
 	defer p.mu.Unlock()
 	old := p.eds
 	p.eds = byAddr
-	if err := p.applyMembers(); err != nil {
+	if err := scheduler.ValidateInstances(p.memberList()); err != nil {
 		p.eds = old
 		return fmt.Errorf("pool %s: %w", p.name, err)
 	}
-	for _, e := range eps {
-		p.applyHealth(e.Address)
-		if err := p.sched.SetDraining(e.Address, e.Health == xds.Draining); err != nil {
-			log.Debug("xds draining for an instance not in the pool", "pool", p.name, "instance", e.Address)
-		}
-	}
+	p.changedMembers()
 	return nil
 }
 
@@ -100,9 +96,9 @@ func withXDS(list []scheduler.Instance, eps map[string]xds.Endpoint) []scheduler
 		}
 	}
 	lightest = max(lightest, 1)
-	for addr, e := range eps {
+	for _, addr := range slices.Sorted(maps.Keys(eps)) { // a stable order: the scheduler keeps what did not move
 		if !seen[addr] {
-			w := min(float64(max(e.Weight, 1))/float64(lightest), maxXDSWeight)
+			w := min(float64(max(eps[addr].Weight, 1))/float64(lightest), maxXDSWeight)
 			list = append(list, scheduler.Instance{ID: addr, Weight: w})
 		}
 	}

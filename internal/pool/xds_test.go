@@ -37,7 +37,7 @@ func TestSetXDS(t *testing.T) {
 		{Address: "10.0.1.2:8000", Weight: 3, Health: xds.Draining},
 		{Address: "10.0.1.3:8000", Weight: 1, Health: xds.Unhealthy},
 	}
-	if err := p.setXDS(eps, m.log); err != nil {
+	if err := p.setXDS(eps); err != nil {
 		t.Fatal(err)
 	}
 	p.Health("10.0.1.3:8000", true) // a probe that answers cannot bring it back

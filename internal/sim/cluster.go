@@ -118,6 +118,24 @@ func Simulate(tr *trace.Trace, qps float64, opt Options) (*Result, error) {
 
 func (c *cluster) build() error {
 	o := c.opt
+	cfg := c.schedulerConfig()
+	c.active = o.Instances
+	if err := c.grow(o.Instances); err != nil {
+		return err
+	}
+	for r := 0; r < o.Replicas; r++ {
+		s, err := scheduler.New(cfg, c.members())
+		if err != nil {
+			return fmt.Errorf("sim: %w", err)
+		}
+		c.reps = append(c.reps, s)
+	}
+	return c.connect()
+}
+
+// schedulerConfig is the routers' scheduler configuration for c's options.
+func (c *cluster) schedulerConfig() scheduler.Config {
+	o := c.opt
 	hbm, dram := o.Profile.CacheTokens()
 	cfg := o.Scheduler
 	cfg.Policy, cfg.Params, cfg.SLO = o.Policy, o.Params, o.SLO
@@ -161,18 +179,7 @@ func (c *cluster) build() error {
 	c.infoRng = rand.New(rand.NewPCG(o.Seed, 0x696e666f)) // "info"
 	cfg.Now = c.clock
 	cfg.Rebalance.External = c.coordinated() // leased, in rebalance
-	c.active = o.Instances
-	if err := c.grow(o.Instances); err != nil {
-		return err
-	}
-	for r := 0; r < o.Replicas; r++ {
-		s, err := scheduler.New(cfg, c.members())
-		if err != nil {
-			return fmt.Errorf("sim: %w", err)
-		}
-		c.reps = append(c.reps, s)
-	}
-	return c.connect()
+	return cfg
 }
 
 // grow makes sure engines 0..n-1 exist.

@@ -10,6 +10,7 @@ type counters struct {
 	panics                                 atomic.Uint64
 	// what was read from Redis and not used as it was
 	malformed, oversized, clamped, ignored, badClock atomic.Uint64
+	unsigned                                         atomic.Uint64
 }
 
 // fill copies the counters into st.
@@ -25,4 +26,5 @@ func (c *counters) fill(st *Stats) {
 	st.Clamped = c.clamped.Load()
 	st.Ignored = c.ignored.Load()
 	st.BadClock = c.badClock.Load()
+	st.Unsigned = c.unsigned.Load()
 }

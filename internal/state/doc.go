@@ -166,9 +166,13 @@
 //     succeeds: a tampered or misconfigured Redis that will not fix itself.
 //
 // This bounds what a writer to Redis can do to the replicas' memory, CPU
-// and routing; it does not authenticate replicas: one that writes the
-// protocol faithfully (a load hash with an expiry, heartbeats on time) is
-// believed within the bounds. Protect Redis with ACLs and TLS.
+// and routing; without RecordKeys it does not authenticate replicas: one
+// that writes the protocol faithfully (a load hash with an expiry,
+// heartbeats on time) is believed within the bounds (and package coord
+// cuts its load to the others' share of each instance). With RecordKeys
+// the replicas' states are signed and checked (sign.go; Stats.Unsigned
+// counts those refused); the key-depth table, dispatch records, leases and
+// presence are not. Protect Redis with ACLs and TLS.
 //
 // go-redis logs every failed dial through its own process-wide logger; see
 // RedisLogger to route those lines to slog at Debug.

@@ -66,6 +66,9 @@ func (s *RedisStore) Beat(ctx context.Context, b coord.Beat) (coord.Seen, error)
 	if err != nil {
 		return coord.Seen{}, err
 	}
+	if keys := s.opt.RecordKeys; len(keys) > 0 {
+		state = seal(keys[0], s.opt.Pool, me, time.Now(), state)
+	}
 	args := make([]any, 0, 6+2*len(b.Load))
 	args = append(args, me, ttl, s.opt.MaxReplicas, state, presenceField, strconv.FormatInt(b.Period.Milliseconds(), 10))
 	var enc []byte
@@ -206,6 +209,7 @@ func (s *RedisStore) Collect(ctx context.Context, replicas []string, t *coord.Ta
 		}
 	}
 	peers := make([]coord.Peer, 0, len(replicas))
+	now := time.Now()
 	var legacy []string
 	for i, c := range states {
 		switch ttl := ttls[i].Val(); {
@@ -222,6 +226,12 @@ func (s *RedisStore) Collect(ctx context.Context, replicas []string, t *coord.Ta
 			s.health.log.Debug("state: replica state above MaxStateBytes not read", "replica", replicas[i], "max", s.opt.MaxStateBytes)
 			continue
 		}
+		v, err := unseal(s.opt.RecordKeys, s.opt.Pool, replicas[i], now, s.opt.RecordMaxAge, v)
+		if err != nil {
+			s.st.unsigned.Add(1)
+			s.health.log.Debug("state: skipping a replica's state not signed with a record key", "replica", replicas[i], "err", err)
+			continue
+		}
 		load, clamped, err := decodeState(v, s.opt.MaxLoadRequests, s.opt.MaxLoadTokens)
 		if err != nil {
 			s.st.errors.Add(1)
@@ -235,6 +245,22 @@ func (s *RedisStore) Collect(ctx context.Context, replicas []string, t *coord.Ta
 		peers = append(peers, coord.Peer{Replica: replicas[i], Load: load})
 	}
 	if len(legacy) == 0 {
+		return peers, nil
+	}
+	if len(s.opt.RecordKeys) > 0 { // load hashes cannot be signed: counted, not read
+		pipe := s.rdb.Pipeline()
+		for _, r := range legacy {
+			pipe.Exists(ctx, s.keys.load(r))
+		}
+		cmds, err := pipe.Exec(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range cmds {
+			if n, _ := c.(*redis.IntCmd).Result(); n > 0 {
+				s.st.unsigned.Add(1)
+			}
+		}
 		return peers, nil
 	}
 	old, err := s.collectLegacy(ctx, legacy)

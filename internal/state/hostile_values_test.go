@@ -105,9 +105,14 @@ func TestHostileValues(t *testing.T) {
 	if st.PropagationLast < 0 || st.PropagationP99 < 0 || st.PropagationP99 > time.Second {
 		t.Errorf("propagation last %v, p99 %v; want within [0, 1s]", st.PropagationLast, st.PropagationP99)
 	}
+	bounds := map[string]scheduler.Load{}
+	r.sched.RemoteBounds(bounds)
 	for id, l := range r.remote() {
-		// eve alone counts: ghost is dropped, mallory has no expiry.
-		if want := (scheduler.Load{Queued: maxReqs, QueuedTokens: maxTokens, PendingTokens: maxTokens, Running: maxReqs}); l != want {
+		// eve alone counts: ghost is dropped, mallory has no expiry; her
+		// load is clamped here, then to what the instance can hold
+		// (package coord).
+		want, _ := scheduler.Load{Queued: maxReqs, QueuedTokens: maxTokens, PendingTokens: maxTokens, Running: maxReqs}.Clamp(bounds[id])
+		if l != want {
 			t.Errorf("remote load of %s = %+v, want %+v", id, l, want)
 		}
 	}

@@ -73,6 +73,16 @@ type RedisOptions struct {
 	// MaxReplicas bounds the other replicas whose load is read each
 	// heartbeat, the most recent first (default 1024).
 	MaxReplicas int
+
+	// RecordKeys sign and check the replicas' states (sign.go): the first
+	// signs this replica's, any of them opens another's (at most
+	// MaxRecordKeys, each at least MinRecordKeyBytes). Nil: states are
+	// neither signed nor checked.
+	RecordKeys [][]byte
+	// RecordMaxAge is, with RecordKeys, how far from now another replica's
+	// state may have been written and still count: about the heartbeat's
+	// TTL plus the clocks' difference (default 30s).
+	RecordMaxAge time.Duration
 }
 
 // Defaults.
@@ -91,6 +101,7 @@ const (
 	DefaultMaxLoadTokens    = 1 << 24
 	DefaultMaxStateBytes    = 1 << 20
 	DefaultMaxReplicas      = 1024
+	DefaultRecordMaxAge     = 30 * time.Second
 )
 
 func (o RedisOptions) withDefaults() RedisOptions {
@@ -139,6 +150,9 @@ func (o RedisOptions) withDefaults() RedisOptions {
 	if o.MaxReplicas == 0 {
 		o.MaxReplicas = DefaultMaxReplicas
 	}
+	if o.RecordMaxAge == 0 {
+		o.RecordMaxAge = DefaultRecordMaxAge
+	}
 	if o.MaxStateBytes == 0 {
 		o.MaxStateBytes = min(DefaultMaxStateBytes, int(o.MaxReplyBytes)-1)
 	}
@@ -174,8 +188,17 @@ func (o RedisOptions) validate() error {
 		return fmt.Errorf("%w: MaxLoadRequests and MaxLoadTokens must be >= 1, got %d and %d", ErrInvalidOptions, o.MaxLoadRequests, o.MaxLoadTokens)
 	case o.MaxStateBytes < 1 || int64(o.MaxStateBytes) >= o.MaxReplyBytes:
 		return fmt.Errorf("%w: MaxStateBytes must be in [1, MaxReplyBytes), got %d", ErrInvalidOptions, o.MaxStateBytes)
+	case len(o.RecordKeys) > MaxRecordKeys:
+		return fmt.Errorf("%w: at most %d RecordKeys, got %d", ErrInvalidOptions, MaxRecordKeys, len(o.RecordKeys))
+	case o.RecordMaxAge < 0:
+		return fmt.Errorf("%w: RecordMaxAge must be >= 0, got %v", ErrInvalidOptions, o.RecordMaxAge)
 	case o.DB < 0:
 		return fmt.Errorf("%w: DB must be >= 0, got %d", ErrInvalidOptions, o.DB)
+	}
+	for i, k := range o.RecordKeys {
+		if len(k) < MinRecordKeyBytes {
+			return fmt.Errorf("%w: RecordKeys[%d] has %d bytes, want at least %d", ErrInvalidOptions, i, len(k), MinRecordKeyBytes)
+		}
 	}
 	return nil
 }

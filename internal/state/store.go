@@ -88,6 +88,10 @@ type Stats struct {
 	// counts dispatch batches stamped in the future or before 1970, whose
 	// age was clamped.
 	Malformed, Oversized, Clamped, Ignored, BadClock uint64
+	// Unsigned counts, with RecordKeys, other replicas' states that did
+	// not open under the keys (no seal, a wrong MAC, written more than
+	// RecordMaxAge from now) and legacy load hashes, not read.
+	Unsigned uint64
 
 	// Panics counts background rounds (heartbeat, read, publish) that
 	// panicked: each is logged at Error with its stack, and the loop goes

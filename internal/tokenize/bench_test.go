@@ -33,6 +33,41 @@ func BenchmarkMessagesWarm(b *testing.B) {
 	}
 }
 
+// BenchmarkMessagesWarmTemplate is BenchmarkMessagesWarm with a chat
+// template (headerTemplate, Llama 3's layout): the cost per request of
+// rendering the whole chat, cutting it and encoding the new piece, against
+// the builtin rendering's per-message cache; "cold" has the cache off and
+// encodes everything.
+func BenchmarkMessagesWarmTemplate(b *testing.B) {
+	for _, enc := range encoders(b) {
+		for _, mode := range []struct {
+			name    string
+			entries int
+		}{{"warm", 0}, {"cold", -1}} {
+			b.Run(enc.Name()+"/"+mode.name, func(b *testing.B) {
+				p := headerPrompter(b, enc, headerAdded, Config{CacheEntries: mode.entries})
+				msgs := chat(20, 1600, 1)
+				last := []byte(msgs[19].Content)
+				var dst Prompt
+				if err := p.Messages(msgs, &dst); err != nil {
+					b.Fatalf("Messages() error = %v", err)
+				}
+				b.SetBytes(20 * 1600)
+				i := 0
+				for b.Loop() {
+					i++
+					copy(last, strconv.Itoa(i)+" ")
+					msgs[19].Content = string(last)
+					if err := p.Messages(msgs, &dst); err != nil {
+						b.Fatalf("Messages() error = %v", err)
+					}
+				}
+				b.ReportMetric(float64(dst.Tokens), "tokens/op")
+			})
+		}
+	}
+}
+
 // BenchmarkTextCold400KB tokenizes a 400 KB completion prompt.
 func BenchmarkTextCold400KB(b *testing.B) {
 	text := englishText(400<<10, 2)

@@ -5,9 +5,9 @@
 // It is for estimating prefill work and prefix-cache overlap from the router:
 // Prompter.Messages (chat) and Prompter.Text (completions) return a Prompt,
 // and Blocks is the block hashing that the simulated model server must share
-// with the router. It is not for producing the exact token ids a model server
-// feeds its model: the chat template is approximated (see Chat rendering)
-// and the default encoder only approximates a tokenizer. It starts no
+// with the router. With the model's tokenizer and its chat template (see Chat
+// rendering) a chat's tokens are the engine's own; with the byte
+// approximation or the builtin rendering they are an estimate. It starts no
 // goroutines and does no I/O except reading a tokenizer file in Open.
 //
 // # Encoders
@@ -23,23 +23,39 @@
 //
 // # Chat rendering
 //
-// Model servers render a chat through the model's own template (special
-// tokens around each message) before tokenizing. The router does not need
-// that exact rendering, only a deterministic one in which equal leading
-// messages give equal leading tokens, and whose length is close. So
-// Prompter.Messages renders each message as the text "<|role|>\n" followed by
-// its content, each encoded on its own, and ends the chat with
-// "<|assistant|>\n", as a server does when it adds the generation prompt. A
-// chat's tokens are then the concatenation of its messages' tokens, which
-// lets Prompter cache them per message, and a turn's tokens are a prefix of
-// the next turn's, which repeats the chat and adds the reply and a new
-// message.
+// Model servers render a chat through the model's own chat template before
+// tokenizing it. With Config.Template (package chattmpl: the template of
+// the model's tokenizer_config.json or chat_template.jinja, rendered as
+// transformers' apply_chat_template renders for vLLM and SGLang, with the
+// generation prompt) Prompter.Messages does the same: it renders the whole
+// chat once, then encodes the text in pieces cut just before an added token
+// (<|eot_id|>, <|im_end|>, ...) after each message's content. A Hugging Face
+// tokenizer matches added tokens on the raw text before anything else and
+// encodes the stretches between them one by one, so the pieces' tokens are
+// exactly the whole text's, the engine's own (tested with Llama 3's template
+// and tokenizer). Each piece's tokens are cached by the piece's text, so a
+// turn that repeats the previous chat encodes only its new pieces: render
+// once, encode once per changed message. A template whose markers are not
+// added tokens gives no cut points, and its chats are encoded whole each
+// time (exact, not cached). A template that fails on a chat (a role it
+// refuses, raise_exception) fails Messages with an error wrapping
+// chattmpl.ErrRender, which the router answers with a 400.
+//
+// Without a template the builtin rendering is used: not the engine's, only
+// a deterministic one in which equal leading messages give equal leading
+// tokens, and whose length is close. Prompter.Messages renders each message
+// as the text "<|role|>\n" followed by its content, each encoded on its own,
+// and ends the chat with "<|assistant|>\n", as a server does when it adds the
+// generation prompt. A chat's tokens are then the concatenation of its
+// messages' tokens, which lets Prompter cache them per message, and a turn's
+// tokens are a prefix of the next turn's, which repeats the chat and adds
+// the reply and a new message.
 //
 // # The message cache
 //
-// Prompter keeps each message's tokens in an LRU cache bounded both by
-// entries and by the tokens held, keyed by a 64-bit hash of role and
-// content. To rule out a wrong hit it also checks the role, the content's
+// Prompter keeps each message's tokens (each piece's, with a template) in
+// an LRU cache bounded both by entries and by the tokens held, keyed by a
+// 64-bit hash of role and content (of the piece's text). To rule out a wrong hit it also checks the role, the content's
 // length and a second, independently seeded 64-bit hash of the content: a
 // wrong hit needs a 128-bit collision, so no copy of the content is kept. The
 // hashes are seeded at random per Prompter, so they cannot be steered by

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/dualmap/dualmap/internal/chattmpl"
 )
 
 // Defaults for the zero fields of Config.
@@ -21,13 +23,28 @@ type Config struct {
 	BlockSize    int // tokens per block; 0 means DefaultBlockSize; negative is an error
 	CacheEntries int // per-message cache entries; 0 means DefaultCacheEntries; negative disables the cache
 	CacheTokens  int // bound on the tokens the cache holds; 0 means DefaultCacheTokens; negative is an error
+	// Template is the model's chat template (see "Chat rendering"); nil
+	// means the builtin rendering.
+	Template *chattmpl.Template
 }
 
 // Message is one chat message, its content already flattened to text by
 // the caller.
+//
+// Content follows package openai's flattening (openai.Message): an
+// assistant's tool calls and a tool message's tool_call_id are on lines of
+// their own at the end ("<tool_calls>" and the JSON array, "<tool_call_id>"
+// and the id), and a message with Role RoleTools carries the request's
+// tools, its Content up to the first newline being their JSON array. A chat
+// template gets these as the message's tool_calls and tool_call_id and as
+// its tools variable; the builtin rendering renders Content as it is.
 type Message struct {
 	Role, Content string
 }
+
+// RoleTools is the role of the message that carries a request's tools (as
+// openai.RoleTools).
+const RoleTools = "tools"
 
 // Prompt is what the scheduler needs of a prompt.
 type Prompt struct {
@@ -44,6 +61,7 @@ type Prompter struct {
 	blockSize int
 	markers   map[string][]uint32 // role -> marker tokens, read-only after NewPrompter
 	gen       []uint32            // the generation prompt: the assistant's marker
+	tmpl      *chattmpl.Template
 	keys      keyer
 	cache     *lru
 	scratch   sync.Pool // *[]uint32 token buffers
@@ -68,6 +86,7 @@ func NewPrompter(enc Encoder, cfg Config) (*Prompter, error) {
 	p := &Prompter{
 		enc:       enc,
 		blockSize: cfg.BlockSize,
+		tmpl:      cfg.Template,
 		markers:   make(map[string][]uint32),
 		keys:      newKeyer(),
 		cache:     newLRU(cfg.CacheEntries, cfg.CacheTokens),
@@ -86,14 +105,41 @@ func or(v, def int) int {
 	return v
 }
 
-// Messages sets *dst to the prompt of a chat: each message rendered as its
-// role marker and content, then the assistant's marker (see "Chat
-// rendering" in the package doc). No messages give Tokens 0 and no blocks. Messages' tokens come from the per-message cache when there,
-// keyed by role and content. It reuses dst.Blocks' storage; it fails only
-// when dst is nil.
+// Messages sets *dst to the prompt of a chat (see "Chat rendering" in the
+// package doc): with a chat template, the template's rendering with the
+// generation prompt, encoded piece by piece, each piece's tokens from the
+// cache when there; without one, each message rendered as its role marker
+// and content, then the assistant's marker, each message's tokens from the
+// cache when there. No messages give Tokens 0 and no blocks. It reuses
+// dst.Blocks' storage. It fails when dst is nil, and when the template
+// cannot render the chat (the error wraps chattmpl.ErrRender).
 func (p *Prompter) Messages(msgs []Message, dst *Prompt) error {
+	return p.Chat(msgs, ChatOptions{}, dst)
+}
+
+// ChatOptions are a chat request's controls of its rendering (vLLM's
+// add_generation_prompt, continue_final_message, chat_template_kwargs); the
+// zero value is an ordinary chat completion.
+type ChatOptions struct {
+	// NoGenerationPrompt leaves the assistant's header (the builtin
+	// rendering's final marker) off the end.
+	NoGenerationPrompt bool
+	// ContinueFinalMessage ends the prompt inside the last message, for the
+	// model to continue it; with a template it needs NoGenerationPrompt, as
+	// vLLM requires. The builtin rendering then ends with that message.
+	ContinueFinalMessage bool
+	// TemplateKwargs are extra template variables, a JSON object; "" for
+	// none. The builtin rendering ignores them.
+	TemplateKwargs string
+}
+
+// Chat is Messages with the request's rendering controls.
+func (p *Prompter) Chat(msgs []Message, opt ChatOptions, dst *Prompt) error {
 	if dst == nil {
 		return errors.New("tokenize: Messages: nil *Prompt")
+	}
+	if p.tmpl != nil && len(msgs) > 0 {
+		return p.templated(msgs, opt, dst)
 	}
 	c := newChain(p.blockSize, dst.Blocks[:0])
 	total := 0
@@ -112,8 +158,10 @@ func (p *Prompter) Messages(msgs []Message, dst *Prompt) error {
 			total += len(toks)
 		}
 		p.putScratch(buf)
-		c.write(p.gen)
-		total += len(p.gen)
+		if !opt.NoGenerationPrompt && !opt.ContinueFinalMessage {
+			c.write(p.gen)
+			total += len(p.gen)
+		}
 	}
 	dst.Tokens = total
 	dst.Blocks = c.finish()

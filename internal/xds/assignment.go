@@ -11,6 +11,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // EndpointType is the type URL of EDS resources.
@@ -40,6 +41,36 @@ type Endpoint struct {
 	Health   Health
 	Locality string // region/zone/sub_zone, for logs
 	Priority uint32 // the locality's priority (0 is the first tier)
+	// Role is the endpoint's role in a prefill/decode pool, from its
+	// metadata: filter_metadata["dualmap"]["role"] (RoleKey), a string,
+	// prefill, decode or both; "" without one.
+	Role string
+}
+
+// Where an endpoint's role is in its metadata: the string field RoleKey of
+// the filter_metadata struct RoleNamespace.
+const (
+	RoleNamespace = "dualmap"
+	RoleKey       = "role"
+)
+
+// role reads the endpoint's role from its metadata.
+func role(lbe *endpointv3.LbEndpoint) (string, error) {
+	ns := lbe.GetMetadata().GetFilterMetadata()[RoleNamespace]
+	v, ok := ns.GetFields()[RoleKey]
+	if !ok {
+		return "", nil
+	}
+	s, isString := v.GetKind().(*structpb.Value_StringValue)
+	if !isString {
+		return "", fmt.Errorf("metadata %s.%s is not a string", RoleNamespace, RoleKey)
+	}
+	switch r := s.StringValue; r {
+	case "prefill", "decode", "both":
+		return r, nil
+	default:
+		return "", fmt.Errorf("metadata %s.%s %q is not prefill, decode or both", RoleNamespace, RoleKey, bound(r))
+	}
 }
 
 // decode reads the assignment of cluster from resp. found is false when
@@ -113,7 +144,11 @@ func endpoints(cla *endpointv3.ClusterLoadAssignment, maxEndpoints int) ([]Endpo
 				}
 				w = lw.GetValue()
 			}
-			eps = append(eps, Endpoint{Address: addr, Weight: w, Health: health(lbe.GetHealthStatus()), Locality: loc, Priority: l.GetPriority()})
+			r, err := role(lbe)
+			if err != nil {
+				return nil, fmt.Errorf("%w: cluster %q %s: %v", ErrInvalid, cla.GetClusterName(), at, err)
+			}
+			eps = append(eps, Endpoint{Address: addr, Weight: w, Health: health(lbe.GetHealthStatus()), Locality: loc, Priority: l.GetPriority(), Role: r})
 		}
 	}
 	return eps, nil

@@ -15,6 +15,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -57,6 +58,12 @@ func TestDecode(t *testing.T) {
 	for i := range many {
 		many[i] = lbEndpoint(fmt.Sprintf("10.0.1.%d", i), 80)
 	}
+	withRole := func(v *structpb.Value) *endpointv3.LbEndpoint {
+		e := lbEndpoint("10.0.0.3", 80)
+		e.Metadata = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
+			RoleNamespace: {Fields: map[string]*structpb.Value{RoleKey: v}}}}
+		return e
+	}
 	bad := response("1")
 	bad.TypeUrl = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 	tests := []struct {
@@ -71,6 +78,12 @@ func TestDecode(t *testing.T) {
 			{Address: "10.0.0.2:80", Weight: 3, Health: Draining, Locality: "r/z/"},
 			{Address: "[::1]:81", Weight: 1, Health: Unhealthy, Locality: "r/z/"},
 		}},
+		{name: "roles", resp: response("1", cla("c", withRole(structpb.NewStringValue("prefill")), lbEndpoint("10.0.0.4", 80))), found: true, want: []Endpoint{
+			{Address: "10.0.0.3:80", Weight: 1, Locality: "r/z/", Role: "prefill"},
+			{Address: "10.0.0.4:80", Weight: 1, Locality: "r/z/"},
+		}},
+		{name: "unknown role", resp: response("1", cla("c", withRole(structpb.NewStringValue("prefiller")))), err: `"prefiller" is not prefill, decode or both`},
+		{name: "role not a string", resp: response("1", cla("c", withRole(structpb.NewNumberValue(1)))), err: "is not a string"},
 		{name: "empty assignment", resp: response("1", cla("c")), found: true, want: []Endpoint{}},
 		{name: "other cluster only", resp: response("1", cla("other", lbEndpoint("10.0.0.1", 80)))},
 		{name: "no resources", resp: response("1")},

@@ -88,6 +88,7 @@ config: /etc/dualmap/config
 tls: /etc/dualmap/tls
 redisTLS: /etc/dualmap/redis-tls
 admin: /etc/dualmap/admin
+recordKeys: /etc/dualmap/record-keys
 tokenizer: /etc/dualmap/tokenizer
 {{- end }}
 
@@ -144,6 +145,9 @@ The dualmap config file: what the chart derives from the values, with
 {{- if .Values.redis.username }}{{ $_ := set $r "username" .Values.redis.username }}{{ end }}
 {{- if include "dualmap.redisPasswordSet" . }}
 {{- $_ := set $r "password_env" "DUALMAP_REDIS_PASSWORD" }}
+{{- end }}
+{{- if .Values.redis.recordKeys.existingSecret }}
+{{- $_ := set $r "record_key_file" (printf "%s/keys" $paths.recordKeys) }}
 {{- end }}
 {{- $_ := set $c "state" (dict "backend" "redis" "redis" $r) }}
 {{- else }}

@@ -6,6 +6,7 @@ package coordtest
 
 import (
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -48,14 +49,16 @@ type Cached struct {
 // planned moves the test sets, and which records what a Coordinator did to
 // it. Safe for concurrent use.
 type Scheduler struct {
-	mu      sync.Mutex // guards the fields below
-	ids     []string
-	local   map[string]scheduler.Load
-	remote  map[string]scheduler.Load
-	splits  []uint64
-	plan    []scheduler.Move
-	applied []scheduler.Move
-	cached  []Cached
+	mu       sync.Mutex // guards the fields below
+	ids      []string
+	local    map[string]scheduler.Load
+	remote   map[string]scheduler.Load
+	splits   []uint64
+	plan     []scheduler.Move
+	applied  []scheduler.Move
+	cached   []Cached
+	bound    *scheduler.Load // RemoteBounds' bound; nil: unbounded
+	replicas int             // the last SetReplicas
 }
 
 var _ coord.Scheduler = (*Scheduler)(nil)
@@ -72,6 +75,41 @@ func (s *Scheduler) SetLocal(id string, l scheduler.Load) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.local[id] = l
+}
+
+// SetBound makes RemoteBounds report b for every instance
+// (NewScheduler's is no bound at all).
+func (s *Scheduler) SetBound(b scheduler.Load) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bound = &b
+}
+
+// Replicas returns the count of the last SetReplicas call (0 before any).
+func (s *Scheduler) Replicas() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.replicas
+}
+
+// SetReplicas implements coord.Scheduler: it records n.
+func (s *Scheduler) SetReplicas(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.replicas = n
+}
+
+// RemoteBounds implements coord.Scheduler: SetBound's bound, or none.
+func (s *Scheduler) RemoteBounds(dst map[string]scheduler.Load) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := scheduler.Load{Queued: math.MaxInt, QueuedTokens: math.MaxInt, PendingTokens: math.MaxInt, Running: math.MaxInt}
+	if s.bound != nil {
+		b = *s.bound
+	}
+	for _, id := range s.ids {
+		dst[id] = b
+	}
 }
 
 // SetPlan sets the moves Plan returns.
