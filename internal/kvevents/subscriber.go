@@ -198,7 +198,8 @@ type stream struct {
 }
 
 // Run subscribes until ctx ends: members returns the pool's instances
-// (read every Refresh), target is told what the events say.
+// (read every Refresh), target is told what the events say. Call it once
+// per Subscriber; it returns an error only when bind mode cannot listen.
 func (s *Subscriber) Run(ctx context.Context, members func() []string, target Target) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
