@@ -4,7 +4,7 @@ BIN     := bin/dualmap
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build build-tokenizers test unit scripts-test chattmpl-test chart image image-oci image-test bench bench-e2e bench-peer soak lint run demo e2e e2e-gateways e2e-pd envoy-gateway clean jaeger llama bench-real
+.PHONY: all build build-tokenizers test unit scripts-test chattmpl-test chart image image-oci image-test bench bench-e2e bench-peer soak lint run demo e2e e2e-gateways e2e-pd e2e-kvevents envoy-gateway clean jaeger llama bench-real
 
 all: build
 
@@ -175,6 +175,22 @@ e2e-pd:
 	sim=$$(GO=$(GO) bash scripts/llmd-sim.sh "$(LLMD_SIM_SRC)" "$(LLMD_SRC)" | tail -n 1) && \
 	DUALMAP_LLMD_SIDECAR="$$side" DUALMAP_LLMD_SIM="$$sim" \
 	DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -timeout 20m -v -run 'TestPD' ./e2e/
+
+# e2e-kvevents: the KV-event tests against publishers nobody here wrote:
+# llm-d's vLLM simulator's live stream in both encodings (its binary from
+# scripts/llmd-sim.sh: LLMD_SRC and LLMD_SIM_SRC as for e2e-pd) and SGLang's
+# own publisher, its kv_events.py from the PyPI wheel over pyzmq/libzmq
+# (scripts/sglang-kv.sh: a venv and the wheel, --no-deps, cached outside the
+# repository), with the dualmap-engine test (TestKVEvents*). Opt-in: the
+# wheel and the simulator come from outside; `make e2e` runs the
+# dualmap-engine test only.
+e2e-kvevents:
+	@sim=$$(GO=$(GO) bash scripts/llmd-sim.sh "$(LLMD_SIM_SRC)" "$(LLMD_SRC)" | tail -n 1) && \
+	sg=$$(bash scripts/sglang-kv.sh) && \
+	DUALMAP_LLMD_SIM="$$sim" \
+	DUALMAP_SGLANG_PY="$$(echo "$$sg" | sed -n 's/^DUALMAP_SGLANG_PY=//p')" \
+	DUALMAP_SGLANG_KV_EVENTS="$$(echo "$$sg" | sed -n 's/^DUALMAP_SGLANG_KV_EVENTS=//p')" \
+	DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -timeout 10m -v -run 'TestKVEvents' ./e2e/
 
 # envoy-gateway: build Envoy Gateway's control plane (scripts/envoy-gateway.sh).
 envoy-gateway:

@@ -33,6 +33,7 @@ type InstanceState struct {
 	Remote        Load       // other replicas' load as last reported (SetRemoteLoad)
 	Engine        EngineLoad // the instance's own report (SetEngineLoad)
 	CachedBlocks  int        // size of the KV index
+	ExactCache    bool       // the KV index is the engine's report (SetExact), not a prediction
 	CostPerToken  float64
 	StepScale     float64   // learned scale of the step overhead (see estimator.go)
 	ServiceTime   float64   // learned mean seconds from dispatch to completion
@@ -91,6 +92,9 @@ type instance struct {
 	prefilling, kvTokens counter
 
 	kv *kvIndex
+	// exact: kv is the engine's own report (KV events), and dispatches
+	// add nothing to it (exact.go). Guarded by mu.
+	exact bool
 	// recent is an exponentially decayed sum of the uncached tokens of
 	// requests routed here (Preble's windowed load), as of its time.
 	recent windowed
@@ -293,14 +297,14 @@ func (in *instance) recentLoad(now, tau time.Duration) float64 {
 
 func (in *instance) state() InstanceState {
 	in.mu.Lock()
-	blocks := in.kv.len()
+	blocks, exact := in.kv.len(), in.exact
 	in.mu.Unlock()
 	return InstanceState{
 		ID: in.ID, Healthy: in.healthy, Draining: in.draining,
 		Queued: in.nqueued.get(), QueuedTokens: in.queuedTokens.get(),
 		PendingTokens: in.pendingTokens.get(), Running: in.running.get(), Remote: in.remote.load(),
 		Engine:       EngineLoad{Waiting: in.engineWaiting.get(), Running: in.engineRunning.get(), KVUsage: in.engineKV.get()},
-		CachedBlocks: blocks, CostPerToken: in.est.cost(), StepScale: in.est.stepScale(), ServiceTime: in.est.serviceTime(),
+		CachedBlocks: blocks, ExactCache: exact, CostPerToken: in.est.cost(), StepScale: in.est.stepScale(), ServiceTime: in.est.serviceTime(),
 		Prefilling: in.prefilling.get(), Memory: in.memory(),
 		Estimate:  in.est.terms(in.load(), 0),
 		AheadCost: in.est.ahead.cost(), EngineQueuing: in.engineQueuing(),

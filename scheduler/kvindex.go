@@ -114,3 +114,23 @@ func (kv *kvIndex) setCapacity(blocks int) {
 		kv.free = i
 	}
 }
+
+// remove takes h out of the set, if it is there.
+func (kv *kvIndex) remove(h uint64) {
+	i, ok := kv.slot.get(h)
+	if !ok {
+		return
+	}
+	kv.slot.remove(h)
+	kv.unlink(i)
+	kv.nodes[i].next = kv.free
+	kv.free = i
+}
+
+// clear empties the set; its capacity stays.
+func (kv *kvIndex) clear() {
+	kv.slot.clear()
+	kv.nodes = kv.nodes[:1]
+	kv.nodes[0] = lruNode{}
+	kv.free = 0
+}

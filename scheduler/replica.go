@@ -128,7 +128,9 @@ func (s *Scheduler) RecordCached(id string, blocks []uint64, at time.Time) error
 		}
 	}
 	in.addRecentLocked(now, add)
-	in.kv.add(blocks)
+	if !in.exact { // the engine's own report holds what it caches
+		in.kv.add(blocks)
+	}
 	return nil
 }
 

@@ -395,7 +395,7 @@ func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration) {
 		in.avgUncached.set(avg + 0.1*(float64(r.uncached)-avg))
 	}
 	in.running.add(1)
-	if !s.cfg.ReportedCache {
+	if !s.cfg.ReportedCache && !in.exact {
 		in.kv.add(r.Blocks)
 	}
 	if r.state == stateQueued {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dualmap/dualmap/cmd/dualmap/internal/cli"
 	"github.com/dualmap/dualmap/internal/config"
+	"github.com/dualmap/dualmap/internal/kvevents"
 	"github.com/dualmap/dualmap/internal/sim/engine"
 	"github.com/dualmap/dualmap/internal/sim/httpengine"
 	"github.com/dualmap/dualmap/internal/telemetry"
@@ -36,8 +37,13 @@ them): a prefill leg (do_remote_decode) answers the KV it holds, and a decode
 leg (do_remote_prefill) receives that KV into its prefix cache, after
 --kv-transfer-per-token per token, instead of computing it.
 
+With --kv-events it publishes its prefix cache as vLLM does (BlockStored
+with the token ids, BlockRemoved, in its own block hashes), sequence numbers
+from 0 at every start, and serves replay with --kv-events-replay.
+
 Example:
   dualmap engine --listen 127.0.0.1:8001 --time-scale 10
+  dualmap engine --listen 127.0.0.1:8001 --kv-events 'tcp://*:5557' --kv-events-replay 'tcp://*:5558'
 `
 
 // engineGrace bounds how long in-flight requests may finish on shutdown.
@@ -62,6 +68,11 @@ func runEngine(args []string, stdout, stderr io.Writer) error {
 		seed      = fs.Uint64("seed", 1, "seed of the failed-request draws")
 		transfer  = fs.Float64("kv-transfer-per-token", httpengine.DefaultKVTransferPerToken, "simulated seconds per prompt token whose KV a decode leg (kv_transfer_params.do_remote_prefill) receives from a prefill instance; 0: free")
 		name      = fs.String("name", "", "instance name in the x-engine-name header and metrics (default: the listen address)")
+		kvEvents  = fs.String("kv-events", "", "publish KV-cache events in vLLM's format (ZMQ PUB) on this endpoint, e.g. tcp://*:5557 (binds; a host names a router to dial, as vLLM)")
+		kvReplay  = fs.String("kv-events-replay", "", "serve replay (ZMQ ROUTER) on this endpoint, e.g. tcp://*:5558 (vLLM's replay_endpoint)")
+		kvEnc     = fs.String("kv-events-encoding", "maps", "event encoding: maps (newer vLLM) | arrays (older vLLM)")
+		kvTopic   = fs.String("kv-events-topic", "", "topic frame (default kv@<listen address>@<model>, llm-d's convention)")
+		kvMode    = fs.String("kv-events-mode", "", "bind | connect (default as vLLM: bind when the endpoint's host is *, :: or 0.0.0.0, else connect)")
 	)
 	if help, err := cli.ParseFlags(fs, args); help || err != nil {
 		return err
@@ -82,6 +93,18 @@ func runEngine(args []string, stdout, stderr io.Writer) error {
 			OutputTokens: *output, ErrorRate: *errorRate, AddedLatency: *latency, Seed: *seed, Name: *name,
 			KVTransferPerToken: kvTransfer(*transfer),
 		},
+	}
+	if *kvEvents != "" {
+		enc, ok := map[string]kvevents.Encoding{"maps": kvevents.Maps, "arrays": kvevents.Arrays}[*kvEnc]
+		if !ok {
+			return fmt.Errorf("%w: --kv-events-encoding must be maps or arrays, got %q", cli.ErrUsage, *kvEnc)
+		}
+		if *kvMode != "" && *kvMode != kvevents.Bind && *kvMode != kvevents.Connect {
+			return fmt.Errorf("%w: --kv-events-mode must be bind or connect, got %q", cli.ErrUsage, *kvMode)
+		}
+		cfg.kv = &kvevents.PublisherConfig{Endpoint: *kvEvents, Mode: *kvMode, Replay: *kvReplay, Topic: *kvTopic, Encoding: enc, ReplayTopic: enc == kvevents.Maps}
+	} else if *kvReplay != "" {
+		return fmt.Errorf("%w: --kv-events-replay needs --kv-events", cli.ErrUsage)
 	}
 	// Flag values New would reject are usage errors; check before listening.
 	if _, err := httpengine.New(cfg.opt); err != nil {
@@ -106,6 +129,9 @@ type engineConfig struct {
 	opt    httpengine.Options // an empty Name becomes the bound address
 	refuse bool               // start refusing connections
 	grace  time.Duration      // how long in-flight requests may finish
+	// kv, when set, publishes KV-cache events (an empty Topic becomes
+	// kv@<bound address>@<model>).
+	kv *kvevents.PublisherConfig
 }
 
 // serveEngine serves a simulated engine until ctx ends, then stops
@@ -131,6 +157,19 @@ func serveEngine(ctx context.Context, cfg engineConfig, ready func(addr string))
 		tel.Shutdown(c)
 	}()
 	cfg.opt.Tracer = tel.Tracer()
+	if cfg.kv != nil {
+		pc := *cfg.kv
+		if pc.Topic == "" {
+			pc.Topic = "kv@" + addr + "@" + cfg.opt.Model
+		}
+		pub, err := kvevents.NewPublisher(pc)
+		if err != nil {
+			l.Close()
+			return fmt.Errorf("engine: %w", err)
+		}
+		defer pub.Close()
+		cfg.opt.KVEvents = pub
+	}
 	srv, err := httpengine.New(cfg.opt)
 	if err != nil {
 		l.Close()

@@ -165,6 +165,46 @@ type Pool struct {
 	// prefill instance in a header the decode side's P/D sidecar reads.
 	// Unset: every instance does both, and instances[].role must be both.
 	PD *PD `yaml:"pd"`
+	// KVEvents subscribes to the instances' KV-cache events (vLLM's
+	// --kv-events-config, SGLang's --kv-events-config, llm-d's simulator):
+	// while an instance's stream is whole its cache index is what the
+	// engine reports instead of the router's prediction (docs/kv-events.md).
+	KVEvents KVEvents `yaml:"kv_events"`
+}
+
+// KVEvents configures a pool's KV-event subscription (ZeroMQ).
+type KVEvents struct {
+	Enabled bool `yaml:"enabled"`
+	// Mode is connect (dial each instance's publisher at its IP and Port:
+	// engines that bind, vLLM's default tcp://*:5557) or bind (listen on
+	// Bind for publishers that dial, each naming its instance in its
+	// topic kv@<ip>:<port>@<model>, as llm-d's simulator does).
+	Mode string `yaml:"mode"` // default connect
+	// Port is the engines' publisher port; data-parallel rank r publishes
+	// on port + r.
+	Port int `yaml:"port"` // default 5557
+	// PortOffset, when not 0, puts each instance's publisher on the
+	// instance's own port plus this offset instead of port (several
+	// engines on one host).
+	PortOffset int `yaml:"port_offset"`
+	Ranks      int `yaml:"ranks"` // data-parallel ranks per instance (default 1)
+	// Bind is the endpoint bind mode listens on, e.g. tcp://0.0.0.0:5557.
+	Bind string `yaml:"bind"`
+	// ReplayPort is the engines' replay port (vLLM's replay_endpoint),
+	// rank r on replay_port + r; 0: none (a gap makes the instance use
+	// the predicted index until its engine clears or restarts).
+	ReplayPort int `yaml:"replay_port"`
+	// ReplayOffset, when not 0, puts each instance's replay socket on the
+	// instance's own port plus this offset instead of replay_port.
+	ReplayOffset int `yaml:"replay_offset"`
+	// Topic is the subscription's topic prefix ("" every topic).
+	Topic string `yaml:"topic"`
+	// MaxBlocks bounds the blocks held per instance and rank.
+	MaxBlocks     int           `yaml:"max_blocks"`     // default 4194304
+	ReplayTimeout time.Duration `yaml:"replay_timeout"` // default 2s
+	// Queue is the number of messages buffered between the sockets and
+	// the index.
+	Queue int `yaml:"queue"` // default 1024
 }
 
 // Metrics configures polling of the instances' own metrics.

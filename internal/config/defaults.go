@@ -4,6 +4,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/dualmap/dualmap/internal/kvevents"
 	"github.com/dualmap/dualmap/internal/tokenize"
 	"github.com/dualmap/dualmap/scheduler"
 )
@@ -135,6 +136,7 @@ func (c Config) WithDefaults() Config {
 			p.Metrics.Interval = time.Second
 		}
 		p.PD = p.PD.withDefaults()
+		p.KVEvents = p.KVEvents.withDefaults()
 		if p.DNS != nil && p.DNS.Interval == 0 {
 			d := *p.DNS
 			d.Interval = 10 * time.Second
@@ -241,4 +243,37 @@ func (c Config) WithDefaults() Config {
 		c.Log.Format = "text"
 	}
 	return c
+}
+
+func (k KVEvents) withDefaults() KVEvents {
+	d := kvevents.Defaults()
+	if k.Mode == "" {
+		k.Mode = d.Mode
+	}
+	if k.Port == 0 {
+		k.Port = d.Port
+	}
+	if k.Ranks == 0 {
+		k.Ranks = d.Ranks
+	}
+	if k.MaxBlocks == 0 {
+		k.MaxBlocks = d.MaxBlocks
+	}
+	if k.ReplayTimeout == 0 {
+		k.ReplayTimeout = d.ReplayTimeout
+	}
+	if k.Queue == 0 {
+		k.Queue = d.Queue
+	}
+	return k
+}
+
+// KVEventsConfig is pool pc's KV-event subscription as the subscriber
+// takes it (pool, block size and the fields above; logger, metrics and
+// clock are the caller's).
+func (pc Pool) KVEventsConfig() kvevents.Config {
+	k := pc.KVEvents
+	return kvevents.Config{Pool: pc.Name, Mode: k.Mode, Port: k.Port, PortOffset: k.PortOffset, Ranks: k.Ranks, Bind: k.Bind,
+		ReplayPort: k.ReplayPort, ReplayOffset: k.ReplayOffset,
+		Topic: k.Topic, BlockSize: pc.BlockSize, MaxBlocks: k.MaxBlocks, ReplayTimeout: k.ReplayTimeout, Queue: k.Queue}
 }

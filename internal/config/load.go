@@ -153,6 +153,11 @@ func (c Config) Validate() error {
 		if p.Metrics.Interval < 100*time.Millisecond || !strings.HasPrefix(p.Metrics.Path, "/") {
 			return invalid(at+".metrics", "interval must be >= 100ms and path start with /, got %v %q", p.Metrics.Interval, p.Metrics.Path)
 		}
+		if p.KVEvents.Enabled {
+			if err := p.KVEventsConfig().Validate(); err != nil {
+				return invalid(at+".kv_events", "%v", err)
+			}
+		}
 		if p.Tokenizer != "" {
 			if _, err := os.Stat(p.Tokenizer); err != nil {
 				return invalid(at+".tokenizer", "%v", err)

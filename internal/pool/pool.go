@@ -16,6 +16,7 @@ import (
 	"github.com/dualmap/dualmap/internal/chattmpl"
 	"github.com/dualmap/dualmap/internal/config"
 	"github.com/dualmap/dualmap/internal/coord"
+	"github.com/dualmap/dualmap/internal/kvevents"
 	"github.com/dualmap/dualmap/internal/state"
 	"github.com/dualmap/dualmap/internal/tokenize"
 	"github.com/dualmap/dualmap/internal/xds"
@@ -47,6 +48,9 @@ type Scheduler interface {
 
 	SetEngineLoad(id string, l scheduler.EngineLoad) error
 	AddCached(id string, blocks []uint64) error
+	RemoveCached(id string, blocks []uint64) error
+	ClearCached(id string) error
+	SetExact(id string, exact bool) error
 
 	coord.Scheduler
 }
@@ -97,7 +101,8 @@ type Manager struct {
 	panicked    func(string)
 	pools       []*Pool
 	byModel     map[string]*Pool
-	def         *Pool // the "*" pool, or nil
+	def         *Pool             // the "*" pool, or nil
+	kv          *kvevents.Metrics // the KV-event subscriptions' series (kvevents.go), nil if none
 
 	gaugeMu  sync.Mutex                 // serializes UpdateGauges; guards seriesOf and gone
 	seriesOf map[string]map[string]bool // pool -> instances with series (forget.go)
@@ -166,6 +171,7 @@ func New(cfg config.Config, opt Options) (*Manager, error) {
 	}
 	m.m = newMetrics(opt.Registry)
 	m.pd = newPDMetrics(opt.Registry)
+	m.kv = newKVMetrics(cfg, opt.Registry)
 	for i, pc := range cfg.Pools {
 		store, err := newStore(cfg, pc.Name, opt, m.log)
 		if err != nil {

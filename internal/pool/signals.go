@@ -15,10 +15,10 @@ import (
 // blocks in the scheduler's ledger, health in the pool's health records.
 //
 // The sources today: the Prometheus poller (enginemetrics.go: queue and KV
-// gauges, pools[].metrics) and the active health check (health.go,
-// health.*). A new kind (a KV-events subscriber, SGLang's load stream) is
-// one file with its Source and a case in Manager.sources for its
-// configuration.
+// gauges, pools[].metrics), the active health check (health.go, health.*)
+// and the KV-events subscriber (kvevents.go, pools[].kv_events). A new
+// kind (SGLang's load stream) is one file with its Source and a case in
+// Manager.sources for its configuration.
 
 // Source is one engine signal source of a pool.
 type Source interface {
@@ -44,6 +44,13 @@ type Sink interface {
 	// Stored records that id's KV cache holds the prompt with these
 	// chained blocks (the engine's own report of a stored prefix).
 	Stored(id string, blocks []uint64)
+	// Removed records that id's KV cache no longer holds these blocks,
+	// Cleared that it holds none (KV events: evictions, restarts).
+	Removed(id string, blocks []uint64)
+	Cleared(id string)
+	// SetExact says whether id's cache index is the engine's own report
+	// (a whole KV-event stream) or the router's prediction.
+	SetExact(id string, exact bool)
 	// Health records whether id reports (or answers) as healthy.
 	Health(id string, ok bool)
 }
@@ -72,6 +79,9 @@ func (m *Manager) sources(pc config.Pool) []Source {
 	out := []Source{probeSource{client: m.client, path: m.cfg.Health.Path, interval: m.cfg.Health.Interval, timeout: m.cfg.Health.Timeout}}
 	if pc.Metrics.Enabled {
 		out = append(out, promSource{client: m.client, path: pc.Metrics.Path, interval: pc.Metrics.Interval, timeout: m.cfg.Health.Timeout})
+	}
+	if pc.KVEvents.Enabled {
+		out = append(out, m.kvSource(pc))
 	}
 	return out
 }

@@ -31,6 +31,13 @@ type cache struct {
 	hbmLen, dramLen int
 	slot            map[uint64]int32
 	nodes           []cacheNode
+	obs             func(uint64, CacheChange) // Engine.ObserveCache, or nil
+}
+
+func (c *cache) note(h uint64, ch CacheChange) {
+	if c.obs != nil {
+		c.obs(h, ch)
+	}
 }
 
 type cacheNode struct {
@@ -106,7 +113,12 @@ func (c *cache) touch(h uint64) (wasDRAM bool) {
 		c.unlink(i)
 	case c.len() >= c.capacity():
 		i = c.nodes[c.lastList()].prev // reuse the globally least recent node
-		delete(c.slot, c.nodes[i].hash)
+		old := c.nodes[i].hash
+		if c.nodes[i].tier == tierHBM {
+			c.note(old, BlockEvicted)
+		}
+		c.note(old, BlockDropped)
+		delete(c.slot, old)
 		c.unlink(i)
 		c.nodes[i].hash = h
 		c.slot[h] = i
@@ -115,10 +127,14 @@ func (c *cache) touch(h uint64) (wasDRAM bool) {
 		i = int32(len(c.nodes) - 1)
 		c.slot[h] = i
 	}
+	if !ok || wasDRAM {
+		c.note(h, BlockCached)
+	}
 	c.pushFront(hbmList, i)
 	for c.hbmLen > c.hbmCap { // at most once; also when hbmCap is 0
 		t := c.nodes[hbmList].prev
 		c.unlink(t)
+		c.note(c.nodes[t].hash, BlockEvicted)
 		c.pushFront(dramList, t) // dramCap > 0 here: the total capacity is not exceeded
 	}
 	return wasDRAM

@@ -34,6 +34,13 @@ type pool struct {
 	// gen counts the changes that can make a blocked admission possible:
 	// blocks released or shared, blocks dropped (a hit changes).
 	gen uint64
+	obs func(uint64, CacheChange) // Engine.ObserveCache, or nil
+}
+
+func (p *pool) note(h uint64, c CacheChange) {
+	if p.obs != nil {
+		p.obs(h, c)
+	}
 }
 
 type poolNode struct {
@@ -121,6 +128,7 @@ func (p *pool) hold(i int32) {
 		p.unlink(i)
 		p.dramLen--
 		n.tier = tierHBM
+		p.note(n.hash, BlockCached)
 	}
 	n.ref = 1
 	p.used++
@@ -150,6 +158,7 @@ func (p *pool) register(h uint64) {
 		i = p.newNode(h)
 		n := &p.nodes[i]
 		n.tier, n.ref = tierHBM, 1
+		p.note(h, BlockCached)
 		return
 	}
 	n := &p.nodes[i]
@@ -165,6 +174,7 @@ func (p *pool) register(h uint64) {
 		p.unlink(i)
 		p.dramLen--
 		n.tier, n.ref = tierHBM, 1
+		p.note(h, BlockCached)
 	}
 }
 
@@ -190,6 +200,7 @@ func (p *pool) evict() {
 		t := p.nodes[lruHBM].prev
 		p.unlink(t)
 		p.hbmFree--
+		p.note(p.nodes[t].hash, BlockEvicted)
 		if p.dramCap == 0 {
 			p.drop(t)
 			continue
@@ -221,6 +232,7 @@ func (p *pool) newNode(h uint64) int32 {
 
 func (p *pool) drop(i int32) {
 	p.gen++
+	p.note(p.nodes[i].hash, BlockDropped)
 	delete(p.slot, p.nodes[i].hash)
 	p.nodes[i] = poolNode{}
 	p.spare = append(p.spare, i)

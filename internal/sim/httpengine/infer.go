@@ -70,20 +70,23 @@ func (s *Server) serveInference(w http.ResponseWriter, r *http.Request) {
 		finish:       finish,
 		includeUsage: ext.StreamOptions != nil && ext.StreamOptions.IncludeUsage,
 	}
+	t := newTicket(&engine.Request{ID: id, Blocks: prompt.Blocks, Tokens: prompt.Tokens, Output: n})
+	if s.opt.KVEvents != nil { // the engine's own tokens key its cache and its events
+		t.tokens = engineTokens(req)
+		t.req.Blocks, t.req.Tokens = tokenize.Blocks(t.tokens, s.opt.BlockSize, nil), max(len(t.tokens), 1)
+	}
+	// The P/D legs name the blocks as the engine's cache keys them.
 	if ext.KV != nil && ext.KV.DoRemoteDecode {
-		rep.kv = s.prefillAnswer(prompt.Blocks)
+		rep.kv = s.prefillAnswer(t.req.Blocks)
 		s.prefillLegs.Add(1)
 	}
-	recv := received(ext.KV, prompt.Blocks)
-	if len(recv) > 0 {
-		tokens := min(len(recv)*s.opt.BlockSize, prompt.Tokens)
+	if t.received = received(ext.KV, t.req.Blocks); len(t.received) > 0 {
+		tokens := min(len(t.received)*s.opt.BlockSize, t.req.Tokens)
 		if !sleep(r.Context(), s.transferWait(tokens)) {
 			return
 		}
 		s.kvReceived.Add(int64(tokens))
 	}
-	t := newTicket(&engine.Request{ID: id, Blocks: prompt.Blocks, Tokens: prompt.Tokens, Output: n})
-	t.received = recv
 	if !s.enqueue(r.Context(), t) {
 		writeError(w, http.StatusServiceUnavailable, "server_error", "engine stopped")
 		return

@@ -25,6 +25,10 @@ func (s *Server) Run(ctx context.Context) {
 		live:     make(map[int64]*tracked),
 		decoding: make(map[int64]*tracked),
 	}
+	if s.opt.KVEvents != nil {
+		l.kv = newKVState(s, s.eng)
+		s.eng.ObserveCache(l.kv.observe)
+	}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -70,7 +74,8 @@ type loop struct {
 	decoding map[int64]*tracked // the part of live past its first token
 	evs      []engine.Event
 	changed  []*tracked
-	genToks  int64 // output tokens generated, all requests
+	genToks  int64    // output tokens generated, all requests
+	kv       *kvState // KV-event publishing, or nil
 }
 
 // tracked is Run's view of one request.
@@ -83,6 +88,9 @@ type tracked struct {
 // add submits t's request at the current time, after the KV blocks it
 // received.
 func (l *loop) add(t *ticket) {
+	if l.kv != nil { // first: the blocks received are published too
+		l.kv.learn(t.req, t.tokens)
+	}
 	if len(t.received) > 0 {
 		l.e.Receive(t.received)
 	}
@@ -163,6 +171,9 @@ func (l *loop) produce(tr *tracked, n int) bool {
 
 // publish makes the engine's state visible to Snapshot and the metrics.
 func (l *loop) publish() {
+	if l.kv != nil {
+		l.kv.flush()
+	}
 	l.s.setSnapshot(Snapshot{
 		SimTime:              l.now,
 		Waiting:              l.e.Waiting(),

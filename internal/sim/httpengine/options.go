@@ -3,6 +3,7 @@ package httpengine
 import (
 	"errors"
 	"fmt"
+	"github.com/dualmap/dualmap/internal/kvevents"
 	"math"
 	"time"
 
@@ -69,6 +70,10 @@ type Options struct {
 	// Tracer, when not nil, records a span per inference request that
 	// continues the W3C trace context of its headers (trace.go).
 	Tracer trace.Tracer
+
+	// KVEvents, when not nil, publishes the engine's KV-cache events
+	// (kvevents.go); the caller owns and closes it.
+	KVEvents *kvevents.Publisher
 }
 
 // withDefaults returns o with its zero fields filled in, or an error naming

@@ -24,7 +24,8 @@ type progress struct {
 // blocks on a handler that went away, and a handler that was slow sees the
 // latest progress at once.
 type ticket struct {
-	req *engine.Request // owned by Run after submission
+	req    *engine.Request // owned by Run after submission
+	tokens []uint32        // the engine's own token ids, with KV events only
 	// received are KV blocks transferred from a prefill instance, which
 	// Run puts in the engine's prefix cache before submitting req.
 	received []uint64
