@@ -23,7 +23,8 @@ engine: a request whose --header names a prefill instance is sent there
 first (kv_transfer_params do_remote_decode, max_tokens 1, not streamed),
 then to the decode engine with the kv_transfer_params the prefill answered;
 any other request goes straight to the decode engine. For tests and demos
-with "dualmap engine" as both halves. Prints "pd-sidecar listening on ADDR"
+with "dualmap engine" as both halves: it sends prompts to any host the header
+names, so only the router (which removes a client's own value) may reach it. Prints "pd-sidecar listening on ADDR"
 to stderr once it listens; SIGINT or SIGTERM stop it after in-flight
 requests finish (at most 10 s).
 

@@ -29,6 +29,11 @@
 // As llm-d's, the decode answer's usage reports the prefill instance's
 // cached tokens (usage.go).
 //
+// It is a test part: it sends a prompt to whatever host:port the header
+// names (llm-d's checks the target against its InferencePool with
+// --enable-ssrf-protection), so only the router, which removes a client's
+// own value of the header, may reach it.
+//
 // The files: pdsidecar.go (Server, the two legs, failures), usage.go (the
 // decode answer's cached tokens).
 package pdsidecar
