@@ -27,8 +27,10 @@ func fromClient(m *extprocv3.ProcessingRequest, addr string) *extprocv3.Processi
 // then gets 408, the stream ends and the bytes come back. Both body modes;
 // in full duplex no answer was sent before the 408.
 func TestBodyTimeout(t *testing.T) {
-	const timeout = 300 * time.Millisecond
-	ts := boundsConfig(t, "max_body_bytes: 65536, body_timeout: 300ms")
+	// 1s, not less: the held chunk must be seen before the timeout
+	// releases it, on a machine loaded by the race suite.
+	const timeout = time.Second
+	ts := boundsConfig(t, "max_body_bytes: 65536, body_timeout: 1s")
 	tests := []struct {
 		name   string
 		duplex bool
@@ -189,7 +191,7 @@ func TestClientAddress(t *testing.T) {
 // ends likewise, and its load is released.
 func TestSilentStreamsEnd(t *testing.T) {
 	const maxStreams = 4
-	ts := boundsConfig(t, "max_streams: 4, first_message_timeout: 300ms, idle_timeout: 400ms")
+	ts := boundsConfig(t, "max_streams: 4, first_message_timeout: 1s, idle_timeout: 1200ms")
 	var silent []*call
 	start := time.Now()
 	for i := 0; i < maxStreams; i++ {
@@ -203,8 +205,8 @@ func TestSilentStreamsEnd(t *testing.T) {
 		}
 		c.cancel()
 	}
-	if took := time.Since(start); took < 300*time.Millisecond {
-		t.Errorf("silent streams ended after %v, before limits.first_message_timeout (300ms)", took)
+	if took := time.Since(start); took < time.Second {
+		t.Errorf("silent streams ended after %v, before limits.first_message_timeout (1s)", took)
 	}
 	if got := metricValues(t, ts)[rejectedSeries(limitFirstMessage)]; got != maxStreams {
 		t.Errorf("%s = %g, want %d", rejectedSeries(limitFirstMessage), got, maxStreams)
@@ -221,8 +223,8 @@ func TestSilentStreamsEnd(t *testing.T) {
 	if _, err := c.stream.Recv(); status.Code(err) != codes.DeadlineExceeded {
 		t.Errorf("routed stream with no response: Recv() = %v, want DEADLINE_EXCEEDED", err)
 	}
-	if took := time.Since(routed); took < 400*time.Millisecond {
-		t.Errorf("routed stream ended after %v, before limits.idle_timeout (400ms)", took)
+	if took := time.Since(routed); took < 1200*time.Millisecond {
+		t.Errorf("routed stream ended after %v, before limits.idle_timeout (1.2s)", took)
 	}
 	if got := metricValues(t, ts)[rejectedSeries(limitIdle)]; got != 1 {
 		t.Errorf("%s = %g, want 1", rejectedSeries(limitIdle), got)
@@ -230,15 +232,23 @@ func TestSilentStreamsEnd(t *testing.T) {
 	assertReleased(t, ts)
 
 	// Messages within the bounds keep a stream alive past them: a
-	// streaming response whose chunks come every 200ms for a second.
-	c = ts.open(t)
+	// streaming response whose chunks come every 300ms for 2.4s, through
+	// a server whose bounds are 1.5s (5x the gap, so that a loaded
+	// machine's late sleeps and slow scheduling stay inside them; the
+	// 300/400ms bounds this test had failed here under the race suite at load 10+).
+	slow := boundsConfig(t, "max_streams: 4, first_message_timeout: 1500ms, idle_timeout: 1500ms")
+	c = slow.open(t)
 	defer c.close()
-	ts.post(t, c, "/v1/chat/completions", chat("m", "a slow stream", true))
-	time.Sleep(200 * time.Millisecond)
+	slow.post(t, c, "/v1/chat/completions", chat("m", "a slow stream", true))
+	time.Sleep(300 * time.Millisecond)
 	c.send(t, respHeadersMsg(false, ":status", "200"))
-	for i := 0; i < 5; i++ {
-		time.Sleep(200 * time.Millisecond)
+	begun := time.Now()
+	for i := 0; i < 7; i++ {
+		time.Sleep(300 * time.Millisecond)
 		c.send(t, respBodyMsg("data: {}\n\n", false))
 	}
 	c.send(t, respBodyMsg("data: [DONE]\n\n", true))
+	if took := time.Since(begun); took < 1500*time.Millisecond {
+		t.Errorf("the slow stream lasted %v, not past limits.idle_timeout (1.5s): the test shows nothing", took)
+	}
 }
