@@ -427,7 +427,10 @@ func (b *benchStack) saveRouterState(t testing.TB, dir string) {
 		}
 		body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
+		switch {
+		case resp.StatusCode == http.StatusNotFound:
+			continue // llm-d's picker has no /debug/instances
+		case err != nil || resp.StatusCode != http.StatusOK:
 			t.Logf("%s: status %d, %v", f.url, resp.StatusCode, err)
 			continue
 		}
