@@ -398,7 +398,9 @@ func benchRun(t testing.TB, eng peerEngines, pk benchPicker, replicas int, w pee
 	}
 	row.EngineCPU = float64(e1-e0) / clockTick / wall
 	row.Queue = b.queueStats(t)
-	b.saveRouterState(t, filepath.Join(c.outDir, "routers", strings.ReplaceAll(fmt.Sprintf("%s %s x%d %s %.1fqps %d%% run%d", eng.kind, pk.name, replicas, w.Name, qps, int(row.Percent), row.Run), " ", "_")))
+	if c.outDir != "" { // the benchmark's runs, not TestPeerHarness's
+		b.saveRouterState(t, filepath.Join(c.outDir, "routers", strings.ReplaceAll(fmt.Sprintf("%s %s x%d %s %.1fqps %d%% run%d", eng.kind, pk.name, replicas, w.Name, qps, int(row.Percent), row.Run), " ", "_")))
+	}
 	return row, st
 }
 
