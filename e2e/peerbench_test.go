@@ -515,13 +515,17 @@ func TestPeerBench(t *testing.T) {
 			pickers = append(pickers, benchDualmap("dualmap", ""))
 		case "dualmap-noqueue":
 			pickers = append(pickers, benchDualmap("dualmap-noqueue", noQueue))
+		case "round-robin":
+			// dualmap's process with the round-robin policy: the
+			// cache-blind baseline, behind the same Envoy.
+			pickers = append(pickers, benchDualmapPolicy("round-robin", "round-robin", ""))
 		case "llm-d":
 			if llmdBin == "" {
 				t.Fatal("picker llm-d needs DUALMAP_LLMD_EPP (bash scripts/llmd-epp.sh <llm-d-router checkout>)")
 			}
 			pickers = append(pickers, benchLLMD(llmdBin))
 		default:
-			t.Fatalf("DUALMAP_PEER_PICKERS: unknown picker %q (dualmap, dualmap-noqueue, llm-d)", name)
+			t.Fatalf("DUALMAP_PEER_PICKERS: unknown picker %q (dualmap, dualmap-noqueue, round-robin, llm-d)", name)
 		}
 	}
 	var replicas []int

@@ -21,7 +21,7 @@
 #   DUALMAP_PEER_WORKLOADS  conversation, shared-prefix, tool-agent [all three]
 #   DUALMAP_PEER_REQUESTS   requests per run [600]
 #   DUALMAP_PEER_TRACE      the conversation trace [../shared/traces/conversation_trace.jsonl]
-#   DUALMAP_PEER_PICKERS    dualmap, llm-d, dualmap-noqueue [dualmap,llm-d]
+#   DUALMAP_PEER_PICKERS    dualmap, llm-d, dualmap-noqueue, round-robin [dualmap,llm-d]
 #   DUALMAP_PEER_REPLICAS   replica counts [1,3]
 #   DUALMAP_PEER_LOAD       rates, in % of the measured capacity [30,70,100,150]
 #   DUALMAP_PEER_RUNS       runs of each (picker, rate, replicas) [2]
