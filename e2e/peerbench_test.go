@@ -398,7 +398,51 @@ func benchRun(t testing.TB, eng peerEngines, pk benchPicker, replicas int, w pee
 	}
 	row.EngineCPU = float64(e1-e0) / clockTick / wall
 	row.Queue = b.queueStats(t)
+	if c.outDir != "" { // the benchmark's runs, not TestPeerHarness's
+		b.saveRouterState(t, filepath.Join(c.outDir, "routers", strings.ReplaceAll(fmt.Sprintf("%s %s x%d %s %.1fqps %d%% run%d", eng.kind, pk.name, replicas, w.Name, qps, int(row.Percent), row.Run), " ", "_")))
+	}
 	return row, st
+}
+
+// saveRouterState writes, after a run, each picker replica's /metrics and
+// /debug/instances (router-<i>.metrics, router-<i>.instances.json) and
+// each engine's /metrics (engine-<i>.metrics) into dir, for reading where
+// the requests went: dualmap_decisions_total by reason, migrations, the
+// engines' own prefix-cache counters per instance. A page that does not
+// answer (llm-d's picker has no /debug/instances) is skipped.
+func (b *benchStack) saveRouterState(t testing.TB, dir string) {
+	t.Helper()
+	type page struct{ url, file string }
+	var pages []page
+	for i, r := range b.routers {
+		pages = append(pages, page{"http://" + r.admin + "/metrics", fmt.Sprintf("router-%d.metrics", i)},
+			page{"http://" + r.admin + "/debug/instances", fmt.Sprintf("router-%d.instances.json", i)})
+	}
+	for i, e := range b.engines {
+		pages = append(pages, page{"http://" + e.addr + "/metrics", fmt.Sprintf("engine-%d.metrics", i)})
+	}
+	for _, f := range pages {
+		resp, err := http.Get(f.url)
+		if err != nil {
+			t.Logf("%s: %v", f.url, err)
+			continue
+		}
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusNotFound:
+			continue // llm-d's picker has no /debug/instances
+		case err != nil || resp.StatusCode != http.StatusOK:
+			t.Logf("%s: status %d, %v", f.url, resp.StatusCode, err)
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f.file), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // queueStats sums what the replicas' router queues held (dualmap's
@@ -471,13 +515,17 @@ func TestPeerBench(t *testing.T) {
 			pickers = append(pickers, benchDualmap("dualmap", ""))
 		case "dualmap-noqueue":
 			pickers = append(pickers, benchDualmap("dualmap-noqueue", noQueue))
+		case "round-robin":
+			// dualmap's process with the round-robin policy: the
+			// cache-blind baseline, behind the same Envoy.
+			pickers = append(pickers, benchDualmapPolicy("round-robin", "round-robin", ""))
 		case "llm-d":
 			if llmdBin == "" {
 				t.Fatal("picker llm-d needs DUALMAP_LLMD_EPP (bash scripts/llmd-epp.sh <llm-d-router checkout>)")
 			}
 			pickers = append(pickers, benchLLMD(llmdBin))
 		default:
-			t.Fatalf("DUALMAP_PEER_PICKERS: unknown picker %q (dualmap, dualmap-noqueue, llm-d)", name)
+			t.Fatalf("DUALMAP_PEER_PICKERS: unknown picker %q (dualmap, dualmap-noqueue, round-robin, llm-d)", name)
 		}
 	}
 	var replicas []int

@@ -9,7 +9,9 @@
 # nothing else at run time. Per workload it measures the setup's capacity
 # with a rate ramp, then runs every picker in turn at shares of it, fresh
 # engines per run; it prints a Markdown table and writes results.json and
-# results.md under DUALMAP_PEER_OUT/<engine>/.
+# results.md under DUALMAP_PEER_OUT/<engine>/, and each run's picker and
+# engine /metrics (and dualmap's /debug/instances) under
+# DUALMAP_PEER_OUT/<engine>/routers/<run>/.
 #
 # Knobs (environment; defaults in brackets):
 #   DUALMAP_PEER_ENGINE     engines, comma-separated: llmd-sim, dualmap
@@ -19,7 +21,7 @@
 #   DUALMAP_PEER_WORKLOADS  conversation, shared-prefix, tool-agent [all three]
 #   DUALMAP_PEER_REQUESTS   requests per run [600]
 #   DUALMAP_PEER_TRACE      the conversation trace [../shared/traces/conversation_trace.jsonl]
-#   DUALMAP_PEER_PICKERS    dualmap, llm-d, dualmap-noqueue [dualmap,llm-d]
+#   DUALMAP_PEER_PICKERS    dualmap, llm-d, dualmap-noqueue, round-robin [dualmap,llm-d]
 #   DUALMAP_PEER_REPLICAS   replica counts [1,3]
 #   DUALMAP_PEER_LOAD       rates, in % of the measured capacity [30,70,100,150]
 #   DUALMAP_PEER_RUNS       runs of each (picker, rate, replicas) [2]
@@ -33,6 +35,10 @@
 #   DUALMAP_PEER_CONCURRENCY replay's cap on requests in flight [4096]
 #   DUALMAP_PEER_OUT        output directory [out/peer-<UTC time>]
 #   DUALMAP_PEER_TIMEOUT    go test -timeout [8h]
+#   DUALMAP_E2E_PORTS       lo-hi: every fixed port of the stacks from this range
+#                           (on a shared machine, so that no other process takes a
+#                           port between the harness picking it and a process
+#                           binding it) [the kernel's free ports]
 #   DUALMAP_PEER_THROUGHPUT 1: also the added-latency / maximum req/s / CPU
 #                           phase (e2e TestPeerReport, dualmap engines) [off]
 set -euo pipefail
