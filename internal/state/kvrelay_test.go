@@ -397,8 +397,11 @@ func FuzzKVDecode(f *testing.F) {
 		if 8*n > len(b) {
 			t.Fatalf("%d keys from %d bytes", n, len(b))
 		}
+		if len(ops) == 0 {
+			return
+		}
 		again, err := decodeKV(string(encodeKV(ops, 1<<20, time.Unix(0, 0))[0]), nil)
-		if len(ops) > 0 && (err != nil || len(again) != len(ops)) {
+		if err != nil || len(again) != len(ops) {
 			t.Fatalf("re-encoded: %d ops, err %v; want %d", len(again), err, len(ops))
 		}
 	})
