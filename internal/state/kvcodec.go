@@ -12,7 +12,9 @@ import (
 
 // A relayed KV entry (field d of T:kvev) is kvVersion, the write time (8
 // bytes, Unix nanoseconds, big-endian) and operations, each: its kind (one
-// byte), the instance id (uvarint length, bytes), and for stored and
+// byte), the instance id (uvarint length, bytes), how long before the
+// write time the writer heard it (uvarint, microseconds; a snapshot's
+// operations carry when the instance was last heard), and for stored and
 // removed the block keys (uvarint count, 8 bytes each, big-endian). With
 // RecordKeys it is sealed: kvSealMagic, an HMAC-SHA256 under the first key
 // over the pool, the writing replica's id and the entry, then the entry.
@@ -25,6 +27,7 @@ const (
 	kvHeader       = 1 + 8
 	kvSealMagic    = "\xd3dmkv1"
 	kvSealOverhead = len(kvSealMagic) + sha256.Size
+	kvMaxAge       = 1 << 40 // microseconds, 12 days: older is written as this
 )
 
 type kvKind uint8
@@ -42,6 +45,7 @@ const (
 type kvOp struct {
 	kind kvKind
 	id   string
+	at   int64    // when the writer heard it, Unix nanoseconds (0: when written)
 	keys []uint64 // kvStored, kvRemoved
 }
 
@@ -57,6 +61,7 @@ var errKVEntry = errors.New("state: malformed kv relay entry")
 func encodeKV(ops []kvOp, limit int, now time.Time) [][]byte {
 	var out [][]byte
 	var cur []byte
+	wrote := now.UnixNano()
 	start := func() {
 		if len(cur) > kvHeader {
 			out = append(out, cur)
@@ -70,12 +75,12 @@ func encodeKV(ops []kvOp, limit int, now time.Time) [][]byte {
 		if len(op.id) > MaxKVInstanceBytes || !utf8.ValidString(op.id) {
 			continue
 		}
-		head := 1 + binary.MaxVarintLen64 + len(op.id)
+		head := 1 + 2*binary.MaxVarintLen64 + len(op.id)
 		if op.kind != kvStored && op.kind != kvRemoved {
 			if len(cur)+head > limit {
 				start()
 			}
-			cur = appendKVHead(cur, op)
+			cur = appendKVHead(cur, op, wrote)
 			continue
 		}
 		head += binary.MaxVarintLen64
@@ -87,7 +92,7 @@ func encodeKV(ops []kvOp, limit int, now time.Time) [][]byte {
 				room = (limit - len(cur) - head) / 8
 			}
 			n := min(len(keys), room)
-			cur = appendKVHead(cur, op)
+			cur = appendKVHead(cur, op, wrote)
 			cur = binary.AppendUvarint(cur, uint64(n))
 			for _, k := range keys[:n] {
 				cur = binary.BigEndian.AppendUint64(cur, k)
@@ -99,18 +104,25 @@ func encodeKV(ops []kvOp, limit int, now time.Time) [][]byte {
 	return out
 }
 
-func appendKVHead(b []byte, op kvOp) []byte {
+func appendKVHead(b []byte, op kvOp, wrote int64) []byte {
 	b = append(b, byte(op.kind))
 	b = binary.AppendUvarint(b, uint64(len(op.id)))
-	return append(b, op.id...)
+	b = append(b, op.id...)
+	var age uint64
+	if op.at != 0 && op.at < wrote {
+		age = min(uint64(wrote-op.at)/1000, kvMaxAge)
+	}
+	return binary.AppendUvarint(b, age)
 }
 
-// decodeKV reads an entry into ops (appended to dst). Every length is
-// checked against what is left before anything is allocated for it.
-func decodeKV(b string, dst []kvOp) ([]kvOp, error) {
+// decodeKV reads an entry into ops (appended to dst) and returns when it
+// was written (Unix nanoseconds). Every length is checked against what is left before
+// anything is allocated for it.
+func decodeKV(b string, dst []kvOp) ([]kvOp, int64, error) {
 	if len(b) < kvHeader || b[0] != kvVersion {
-		return dst, fmt.Errorf("%w: no version %d header", errKVEntry, kvVersion)
+		return dst, 0, fmt.Errorf("%w: no version %d header", errKVEntry, kvVersion)
 	}
+	at := int64(binary.BigEndian.Uint64([]byte(b[1:kvHeader])))
 	i := kvHeader
 	uvarint := func() (uint64, bool) {
 		var v uint64
@@ -128,21 +140,26 @@ func decodeKV(b string, dst []kvOp) ([]kvOp, error) {
 		k := kvKind(b[i])
 		i++
 		if k < kvStored || k >= kvKinds {
-			return dst, fmt.Errorf("%w: unknown operation %d", errKVEntry, k)
+			return dst, 0, fmt.Errorf("%w: unknown operation %d", errKVEntry, k)
 		}
 		n, ok := uvarint()
 		if !ok || n == 0 || n > MaxKVInstanceBytes || n > uint64(len(b)-i) {
-			return dst, fmt.Errorf("%w: bad instance length", errKVEntry)
+			return dst, 0, fmt.Errorf("%w: bad instance length", errKVEntry)
 		}
 		op := kvOp{kind: k, id: b[i : i+int(n)]}
 		i += int(n)
 		if !utf8.ValidString(op.id) {
-			return dst, fmt.Errorf("%w: instance not UTF-8", errKVEntry)
+			return dst, 0, fmt.Errorf("%w: instance not UTF-8", errKVEntry)
 		}
+		age, ok := uvarint()
+		if !ok || age > kvMaxAge {
+			return dst, 0, fmt.Errorf("%w: bad age", errKVEntry)
+		}
+		op.at = at - int64(age)*1000
 		if k == kvStored || k == kvRemoved {
 			c, ok := uvarint()
 			if !ok || c > uint64(len(b)-i)/8 {
-				return dst, fmt.Errorf("%w: bad key count", errKVEntry)
+				return dst, 0, fmt.Errorf("%w: bad key count", errKVEntry)
 			}
 			op.keys = make([]uint64, c)
 			for j := range op.keys {
@@ -152,7 +169,7 @@ func decodeKV(b string, dst []kvOp) ([]kvOp, error) {
 		}
 		dst = append(dst, op)
 	}
-	return dst, nil
+	return dst, at, nil
 }
 
 // sealKV seals entry e written by replica under key.

@@ -61,6 +61,13 @@ type KVRelayOptions struct {
 	// replica hears is written whole (default 1m; negative: only after
 	// drops).
 	SnapshotEvery time.Duration
+	// Handover is how long after this replica last heard an instance
+	// another replica's operations on it are applied here (default 5s):
+	// the engine's connection moved (a replica restarted, a load
+	// balancer re-routed it), and this replica's view of it is stale.
+	// Until then they are skipped: this replica's own subscriber is its
+	// source.
+	Handover time.Duration
 }
 
 // Relay defaults.
@@ -69,6 +76,7 @@ const (
 	DefaultKVMaxEntryBytes = 256 << 10
 	DefaultKVBuffer        = 1 << 20
 	DefaultKVSnapshotEvery = time.Minute
+	DefaultKVHandover      = 5 * time.Second
 	// MaxKVInstanceBytes bounds an instance id in a relayed entry.
 	MaxKVInstanceBytes = 512
 )
@@ -94,14 +102,16 @@ type KVRelay struct {
 
 	rd kvReader // owned by the read loop
 
-	published, applied, dropped, snapshots atomic.Uint64
-	running                                atomic.Bool
+	published, applied, dropped, snapshots, handovers atomic.Uint64
+	delay                                             atomic.Int64
+	running                                           atomic.Bool
 }
 
 // kvMirror is what this replica relayed of one instance.
 type kvMirror struct {
 	exact bool
 	keys  map[uint64]struct{}
+	last  time.Time // when this replica's subscriber last reported it
 }
 
 type kvReader struct {
@@ -115,8 +125,14 @@ type KVRelayStats struct {
 	// Published counts operations written; Applied, operations of other
 	// replicas applied here; Dropped, operations lost because the buffer
 	// was full (their instances were snapshotted); Snapshots, instance
-	// snapshots written.
-	Published, Applied, Dropped, Snapshots uint64
+	// snapshots written; Handovers, instances another replica took
+	// over.
+	Published, Applied, Dropped, Snapshots, Handovers uint64
+	// DelayLast is the delay of the last entry read from another
+	// replica: from its write (that replica's clock) to when it was
+	// applied here. It includes the Flush wait only in part: an entry is
+	// stamped when it is written.
+	DelayLast time.Duration
 }
 
 // NewKVRelay returns a relay over s applying other replicas' events to
@@ -135,6 +151,9 @@ func NewKVRelay(s *RedisStore, local KVTarget, opt KVRelayOptions) (*KVRelay, er
 	if opt.SnapshotEvery == 0 {
 		opt.SnapshotEvery = DefaultKVSnapshotEvery
 	}
+	if opt.Handover == 0 {
+		opt.Handover = DefaultKVHandover
+	}
 	switch {
 	case s == nil || local == nil || opt.Known == nil:
 		return nil, fmt.Errorf("%w: a store, a target and Known are required", ErrInvalidRelay)
@@ -151,7 +170,10 @@ func NewKVRelay(s *RedisStore, local KVTarget, opt KVRelayOptions) (*KVRelay, er
 
 // Stats returns the relay's counters.
 func (r *KVRelay) Stats() KVRelayStats {
-	return KVRelayStats{Published: r.published.Load(), Applied: r.applied.Load(), Dropped: r.dropped.Load(), Snapshots: r.snapshots.Load()}
+	return KVRelayStats{
+		Published: r.published.Load(), Applied: r.applied.Load(), Dropped: r.dropped.Load(),
+		Snapshots: r.snapshots.Load(), Handovers: r.handovers.Load(), DelayLast: time.Duration(r.delay.Load()),
+	}
 }
 
 // Stored implements KVTarget: applied here, then relayed.
@@ -162,7 +184,7 @@ func (r *KVRelay) Stored(id string, keys []uint64) {
 	for _, k := range keys {
 		m.keys[k] = struct{}{}
 	}
-	r.queue(kvOp{kind: kvStored, id: id, keys: append([]uint64(nil), keys...)})
+	r.queue(kvOp{kind: kvStored, id: id, at: m.last.UnixNano(), keys: append([]uint64(nil), keys...)})
 	r.mu.Unlock()
 }
 
@@ -174,7 +196,7 @@ func (r *KVRelay) Removed(id string, keys []uint64) {
 	for _, k := range keys {
 		delete(m.keys, k)
 	}
-	r.queue(kvOp{kind: kvRemoved, id: id, keys: append([]uint64(nil), keys...)})
+	r.queue(kvOp{kind: kvRemoved, id: id, at: m.last.UnixNano(), keys: append([]uint64(nil), keys...)})
 	r.mu.Unlock()
 }
 
@@ -182,8 +204,9 @@ func (r *KVRelay) Removed(id string, keys []uint64) {
 func (r *KVRelay) Cleared(id string) {
 	r.local.Cleared(id)
 	r.mu.Lock()
-	clear(r.heard(id).keys)
-	r.queue(kvOp{kind: kvCleared, id: id})
+	m := r.heard(id)
+	clear(m.keys)
+	r.queue(kvOp{kind: kvCleared, id: id, at: m.last.UnixNano()})
 	r.mu.Unlock()
 }
 
@@ -191,12 +214,13 @@ func (r *KVRelay) Cleared(id string) {
 func (r *KVRelay) SetExact(id string, exact bool) {
 	r.local.SetExact(id, exact)
 	r.mu.Lock()
-	r.heard(id).exact = exact
+	m := r.heard(id)
+	m.exact = exact
 	k := kvInexact
 	if exact {
 		k = kvExact
 	}
-	r.queue(kvOp{kind: k, id: id})
+	r.queue(kvOp{kind: k, id: id, at: m.last.UnixNano()})
 	r.mu.Unlock()
 }
 
@@ -215,6 +239,7 @@ func (r *KVRelay) heard(id string) *kvMirror {
 		m = &kvMirror{keys: map[uint64]struct{}{}}
 		r.mirror[id] = m
 	}
+	m.last = time.Now()
 	return m
 }
 
@@ -271,10 +296,11 @@ func snapshotOps(id string, m *kvMirror) []kvOp {
 	for k := range m.keys {
 		keys = append(keys, k)
 	}
+	at := m.last.UnixNano() // when this replica last heard it, not now: see mine
 	if !m.exact {
-		return []kvOp{{kind: kvInexact, id: id}, {kind: kvStored, id: id, keys: keys}}
+		return []kvOp{{kind: kvInexact, id: id, at: at}, {kind: kvStored, id: id, at: at, keys: keys}}
 	}
-	return []kvOp{{kind: kvExact, id: id}, {kind: kvCleared, id: id}, {kind: kvStored, id: id, keys: keys}}
+	return []kvOp{{kind: kvExact, id: id, at: at}, {kind: kvCleared, id: id, at: at}, {kind: kvStored, id: id, at: at, keys: keys}}
 }
 
 // Run writes what this replica applied every Flush period and reads the
@@ -430,7 +456,7 @@ func (r *KVRelay) entry(v map[string]any) {
 		st.unsigned.Add(1)
 		return
 	}
-	ops, err := decodeKV(body, r.rd.ops[:0])
+	ops, at, err := decodeKV(body, r.rd.ops[:0])
 	r.rd.ops = ops[:0]
 	if err != nil {
 		st.errors.Add(1)
@@ -438,16 +464,14 @@ func (r *KVRelay) entry(v map[string]any) {
 		r.s.health.log.Debug("state: skipping malformed kv relay entry", "err", err)
 		return
 	}
+	now := time.Now()
 	for i := range ops {
 		op := &ops[i]
 		if !r.opt.Known(op.id) {
 			st.ignored.Add(1)
 			continue
 		}
-		r.mu.Lock()
-		_, mine := r.mirror[op.id]
-		r.mu.Unlock()
-		if mine {
+		if r.mine(op.id, time.Unix(0, op.at), now) {
 			continue
 		}
 		switch op.kind {
@@ -464,5 +488,28 @@ func (r *KVRelay) entry(v map[string]any) {
 		}
 		r.applied.Add(1)
 	}
+	r.delay.Store(int64(max(now.Sub(batchTime(at, now, st)), 0))) // absurd stamps count in BadClock
 	clear(ops)
+}
+
+// mine reports whether this replica hears instance id itself, given an
+// operation another replica heard at heard. One this replica has not
+// heard for Handover, and that the other heard later than it did, is
+// handed over to the other (the engine's connection moved there); an
+// older one (the other's snapshot of what it heard before) is not, so two
+// replicas never hand an instance back and forth.
+func (r *KVRelay) mine(id string, heard, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.mirror[id]
+	switch {
+	case m == nil:
+		return false
+	case now.Sub(m.last) < r.opt.Handover, !heard.After(m.last):
+		return true
+	}
+	delete(r.mirror, id)
+	delete(r.resnap, id)
+	r.handovers.Add(1)
+	return false
 }

@@ -361,7 +361,7 @@ func TestKVCodecRoundTrip(t *testing.T) {
 			t.Fatalf("entry of %d bytes, over 1024", len(e))
 		}
 		var err error
-		if got, err = decodeKV(string(e), got); err != nil {
+		if got, _, err = decodeKV(string(e), got); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -386,7 +386,7 @@ func FuzzKVDecode(f *testing.F) {
 	f.Add(string(encodeKV([]kvOp{{kind: kvStored, id: "a", keys: []uint64{1, 2}}, {kind: kvExact, id: "a"}}, 4096, time.Unix(1, 0))[0]))
 	f.Add("\x01\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01a\xff\xff\xff\xff\x0f")
 	f.Fuzz(func(t *testing.T, b string) {
-		ops, err := decodeKV(b, nil)
+		ops, _, err := decodeKV(b, nil)
 		if err != nil {
 			return
 		}
@@ -400,9 +400,47 @@ func FuzzKVDecode(f *testing.F) {
 		if len(ops) == 0 {
 			return
 		}
-		again, err := decodeKV(string(encodeKV(ops, 1<<20, time.Unix(0, 0))[0]), nil)
+		again, _, err := decodeKV(string(encodeKV(ops, 1<<20, time.Unix(0, 0))[0]), nil)
 		if err != nil || len(again) != len(ops) {
 			t.Fatalf("re-encoded: %d ops, err %v; want %d", len(again), err, len(ops))
 		}
 	})
+}
+
+// TestKVRelayHandover: the engine's connection moves from one replica to
+// another (a restart, a load balancer): the replica that stopped hearing
+// it takes the other's view once Handover has passed, from its periodic
+// snapshot, and stops relaying its own stale one.
+func TestKVRelayHandover(t *testing.T) {
+	addr, _, _ := startRedis(t)
+	inst := "10.0.0.10:8000"
+	known := []string{inst}
+	quick := func(_ *RedisOptions, r *KVRelayOptions) {
+		r.Handover, r.SnapshotEvery = 100*time.Millisecond, 200*time.Millisecond
+	}
+	a := startKVReplica(t, addr, "a", known, quick)
+	b := startKVReplica(t, addr, "b", known, quick)
+	a.relay.SetExact(inst, true)
+	a.relay.Cleared(inst)
+	a.relay.Stored(inst, []uint64{1, 2})
+	eventually(t, 2*time.Second, func() string { return agree(inst, a.view, b) })
+	// Now b hears the engine, as its tracker reports a stream that
+	// starts with a cache clear: cleared, exact (cleared again), new
+	// blocks.
+	b.relay.Cleared(inst)
+	b.relay.SetExact(inst, true)
+	b.relay.Cleared(inst)
+	b.relay.Stored(inst, []uint64{3, 4})
+	eventually(t, 2*time.Second, func() string {
+		if k, ex := a.view.of(inst); !ex || !slices.Equal(k, []uint64{3, 4}) {
+			return fmt.Sprintf("the replica that stopped hearing the engine holds %v (exact %v), want [3 4]", k, ex)
+		}
+		return agree(inst, b.view, a)
+	})
+	if st := a.relay.Stats(); st.Handovers != 1 {
+		t.Errorf("handovers %d, want 1", st.Handovers)
+	}
+	if k, _ := b.view.of(inst); !slices.Equal(k, []uint64{3, 4}) {
+		t.Errorf("the replica hearing the engine holds %v, want [3 4] (its own view)", k)
+	}
 }
