@@ -45,11 +45,15 @@ type KVRelayOptions struct {
 	// operations on others are skipped and counted (Stats.Ignored).
 	// Required.
 	Known func(id string) bool
-	// StreamMaxLen caps T:kvev, in entries (default 20000, approximate
-	// trimming).
+	// StreamMaxLen caps T:kvev, in entries (default 10000, approximate
+	// trimming). Redis holds at most StreamMaxLen times MaxEntryBytes
+	// (640 MiB by default; an entry is one Flush of one replica, 9 bytes
+	// a block, so 100k block events/s make 9 KB entries and 90 MB). Keep
+	// StreamMaxLen flushes longer than SnapshotEvery, so that the stream
+	// holds a snapshot of every instance.
 	StreamMaxLen int64
 	// MaxEntryBytes bounds one encoded entry, written or read (default
-	// 256 KiB, about 32000 block keys); a larger entry read is skipped
+	// 64 KiB, about 7000 block keys); a larger entry read is skipped
 	// (Stats.Oversized).
 	MaxEntryBytes int
 	// Buffer bounds the operations waiting to be written, in block keys,
@@ -72,8 +76,8 @@ type KVRelayOptions struct {
 
 // Relay defaults.
 const (
-	DefaultKVStreamMaxLen  = 20_000
-	DefaultKVMaxEntryBytes = 256 << 10
+	DefaultKVStreamMaxLen  = 10_000
+	DefaultKVMaxEntryBytes = 64 << 10
 	DefaultKVBuffer        = 1 << 20
 	DefaultKVSnapshotEvery = time.Minute
 	DefaultKVHandover      = 5 * time.Second
