@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/dualmap/dualmap/internal/kvevents"
@@ -39,10 +40,11 @@ func (s kvSource) relayed(ctx context.Context, sink Sink) (target kvevents.Targe
 }
 
 // membership answers whether an id is an instance, from a list read at
-// most every period. For one goroutine (the relay's reader).
+// most every period. Safe for concurrent use.
 type membership struct {
 	list   func() []string
 	period time.Duration
+	mu     sync.Mutex
 	at     time.Time
 	ids    map[string]struct{}
 }
@@ -52,6 +54,8 @@ func newMembership(list func() []string, period time.Duration) *membership {
 }
 
 func (m *membership) has(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if now := time.Now(); now.Sub(m.at) >= m.period {
 		m.at = now
 		clear(m.ids)

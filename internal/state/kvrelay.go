@@ -42,8 +42,9 @@ type KVTarget interface {
 // noted.
 type KVRelayOptions struct {
 	// Known reports whether an instance is in the pool: relayed
-	// operations on others are skipped and counted (Stats.Ignored).
-	// Required.
+	// operations on others are skipped and counted (Stats.Ignored), and
+	// this replica's mirror forgets them at the next snapshot. Required;
+	// called from Run's two goroutines at once.
 	Known func(id string) bool
 	// StreamMaxLen caps T:kvev, in entries (default 10000, approximate
 	// trimming). Redis holds at most StreamMaxLen times MaxEntryBytes
@@ -284,6 +285,10 @@ func (r *KVRelay) take(now time.Time) []kvOp {
 		m := r.mirror[id]
 		delete(r.resnap, id)
 		if m == nil {
+			continue
+		}
+		if !r.opt.Known(id) { // it left the pool: forget it rather than snapshot it forever
+			delete(r.mirror, id)
 			continue
 		}
 		r.snapshots.Add(1)

@@ -444,3 +444,34 @@ func TestKVRelayHandover(t *testing.T) {
 		t.Errorf("the replica hearing the engine holds %v, want [3 4] (its own view)", k)
 	}
 }
+
+// TestKVRelayForgetsGone: an instance that left the pool is dropped from
+// the relaying replica's mirror at the next snapshot instead of being
+// written whole every period.
+func TestKVRelayForgetsGone(t *testing.T) {
+	addr, _, _ := startRedis(t)
+	var mu sync.Mutex
+	members := map[string]bool{"10.0.0.11:8000": true}
+	a := startKVReplica(t, addr, "a", nil, func(_ *RedisOptions, r *KVRelayOptions) {
+		r.SnapshotEvery = 50 * time.Millisecond
+		r.Known = func(id string) bool { mu.Lock(); defer mu.Unlock(); return members[id] }
+	})
+	a.relay.Stored("10.0.0.11:8000", []uint64{1})
+	mirrored := func() bool {
+		a.relay.mu.Lock()
+		defer a.relay.mu.Unlock()
+		return a.relay.mirror["10.0.0.11:8000"] != nil
+	}
+	if !mirrored() {
+		t.Fatal("the instance heard is not in the mirror")
+	}
+	mu.Lock()
+	delete(members, "10.0.0.11:8000")
+	mu.Unlock()
+	eventually(t, time.Second, func() string {
+		if mirrored() {
+			return "the instance that left is still in the mirror"
+		}
+		return ""
+	})
+}
