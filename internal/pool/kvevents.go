@@ -15,13 +15,14 @@ import (
 // to the scheduler's cache index, which is exact while an instance's
 // stream is whole.
 type kvSource struct {
-	cfg kvevents.Config
+	cfg    kvevents.Config
+	relays *kvRelayMetrics // nil: no relay's series
 }
 
 func (m *Manager) kvSource(pc config.Pool) kvSource {
 	c := pc.KVEventsConfig()
 	c.Log, c.Metrics, c.Now = m.log, m.kv, m.now
-	return kvSource{cfg: c}
+	return kvSource{cfg: c, relays: m.kvRelays}
 }
 
 // newKVMetrics registers the subscriptions' series when a pool of cfg

@@ -5,6 +5,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dualmap/dualmap/internal/config"
 	"github.com/dualmap/dualmap/internal/kvevents"
 	"github.com/dualmap/dualmap/internal/state"
 )
@@ -30,6 +33,7 @@ func (s kvSource) relayed(ctx context.Context, sink Sink) (target kvevents.Targe
 		s.cfg.Log.Error("kv events: relay not started", "pool", s.cfg.Pool, "error", err)
 		return sink, func() {}
 	}
+	s.relays.set(s.cfg.Pool, r)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -65,4 +69,70 @@ func (m *membership) has(id string) bool {
 	}
 	_, ok := m.ids[id]
 	return ok
+}
+
+// kvRelayMetrics exports the bind-mode relays' counters, read from them
+// at each scrape.
+type kvRelayMetrics struct {
+	ops, delay *prometheus.Desc
+
+	mu     sync.Mutex
+	relays map[string]*state.KVRelay // by pool
+}
+
+// newKVRelayMetrics registers the relays' series when a pool of cfg
+// relays (bind mode over Redis); nil otherwise.
+func newKVRelayMetrics(cfg config.Config, reg prometheus.Registerer) *kvRelayMetrics {
+	if cfg.State.Backend != "redis" {
+		return nil
+	}
+	relays := false
+	for _, pc := range cfg.Pools {
+		relays = relays || (pc.KVEvents.Enabled && pc.KVEvents.Mode == kvevents.Bind)
+	}
+	if !relays {
+		return nil
+	}
+	k := &kvRelayMetrics{
+		ops: prometheus.NewDesc("dualmap_kv_relay_operations",
+			"Bind-mode KV-event relay (docs/kv-events.md), since the relay started, by what: published (operations this replica heard and wrote to Redis), applied (other replicas' operations applied here), dropped (operations lost to a full buffer or a failed write, replaced by snapshots), snapshots (instance snapshots written), handovers (instances another replica took over).",
+			[]string{"pool", "what"}, nil),
+		delay: prometheus.NewDesc("dualmap_kv_relay_delay_last_seconds",
+			"Delay of the last relayed KV-event entry read: from its write on another replica to its application here.",
+			[]string{"pool"}, nil),
+		relays: map[string]*state.KVRelay{},
+	}
+	if reg != nil {
+		reg.MustRegister(k)
+	}
+	return k
+}
+
+// set makes r pool's relay (nil-safe).
+func (k *kvRelayMetrics) set(pool string, r *state.KVRelay) {
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	k.relays[pool] = r
+	k.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector.
+func (k *kvRelayMetrics) Describe(ch chan<- *prometheus.Desc) { ch <- k.ops; ch <- k.delay }
+
+// Collect implements prometheus.Collector.
+func (k *kvRelayMetrics) Collect(ch chan<- prometheus.Metric) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for pool, r := range k.relays {
+		st := r.Stats()
+		for what, n := range map[string]uint64{
+			"published": st.Published, "applied": st.Applied, "dropped": st.Dropped,
+			"snapshots": st.Snapshots, "handovers": st.Handovers,
+		} {
+			ch <- prometheus.MustNewConstMetric(k.ops, prometheus.CounterValue, float64(n), pool, what)
+		}
+		ch <- prometheus.MustNewConstMetric(k.delay, prometheus.GaugeValue, st.DelayLast.Seconds(), pool)
+	}
 }

@@ -60,9 +60,10 @@ func redisForPool(t *testing.T) string {
 
 // stoppable starts a running manager and returns it with a stop that
 // waits for Run to end and closes it (idempotent; also at the test's end).
-func stoppable(t *testing.T, cfg config.Config, replica string) (*Manager, func()) {
+func stoppable(t *testing.T, cfg config.Config, replica string) (*testManager, func()) {
 	t.Helper()
-	m, err := New(cfg, Options{Registry: prometheus.NewRegistry(), TickInterval: 10 * time.Millisecond, Replica: replica})
+	reg := prometheus.NewRegistry()
+	m, err := New(cfg, Options{Registry: reg, TickInterval: 10 * time.Millisecond, Replica: replica})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func stoppable(t *testing.T, cfg config.Config, replica string) (*Manager, func(
 		m.Close()
 	}
 	t.Cleanup(stop)
-	return m, stop
+	return &testManager{Manager: m, reg: reg}, stop
 }
 
 // TestKVRelayReplicasAgree: the engine dials one replica's bind address,
@@ -113,7 +114,7 @@ state:
 		t.Fatal(err)
 	}
 	defer pub.Close()
-	replicas := []*Manager{a, b, c}
+	replicas := []*testManager{a, b, c}
 	exactAll := func() bool {
 		for _, m := range replicas {
 			if st := m.Pools()[0].Instances()[0]; !st.ExactCache {
@@ -143,7 +144,7 @@ state:
 		}
 	}
 	const want = 200*4 - 67*3
-	probe := func(m *Manager) []int {
+	probe := func(m *testManager) []int {
 		s := m.Pools()[0].Scheduler().(*scheduler.Scheduler)
 		var out []int
 		for _, toks := range prompts {
@@ -173,4 +174,13 @@ state:
 	c2, _ := stoppable(t, cfgOf(cBind), "c")
 	replicas[2] = c2
 	waitFor(t, "the restarted replica rebuilt from the stream and in agreement", agree)
+
+	// The relays' series: the replica hearing the engine wrote, the others
+	// applied.
+	if v := a.metricValues(t)["dualmap_kv_relay_operations{pool=default,what=published}"]; v == 0 {
+		t.Errorf("the hearing replica's published operations = %v, want > 0 (%v)", v, a.metricValues(t))
+	}
+	if v := b.metricValues(t)["dualmap_kv_relay_operations{pool=default,what=applied}"]; v == 0 {
+		t.Errorf("a follower's applied operations = %v, want > 0", v)
+	}
 }
