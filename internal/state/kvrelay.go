@@ -339,17 +339,22 @@ func (r *KVRelay) publishLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		began := time.Now()
+		var sent bool
 		err := r.s.safely("kv relay publish", func() error {
 			pending = append(pending, r.take(began)...)
 			n, err := r.flush(ctx, pending)
 			if err == nil {
 				r.published.Add(uint64(n))
+				sent = n > 0
 				clear(pending)
 				pending = pending[:0]
 			}
 			return err
 		})
 		if err == nil {
+			if sent {
+				r.s.health.ok("kv relay publish")
+			}
 			bo.reset()
 			continue
 		}
@@ -401,6 +406,7 @@ func (r *KVRelay) readLoop(ctx context.Context) {
 		began := time.Now()
 		err := r.s.safely("kv relay read", func() error { return r.receive(ctx) })
 		if err == nil {
+			r.s.health.ok("kv relay read")
 			bo.reset()
 			continue
 		}

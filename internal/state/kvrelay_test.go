@@ -475,3 +475,38 @@ func TestKVRelayForgetsGone(t *testing.T) {
 		return ""
 	})
 }
+
+// TestKVRelayWrongType: a relay stream someone replaced with a string is
+// an outage (as for the store's own keys) that ends once the key is a
+// stream again, and the relay goes on.
+func TestKVRelayWrongType(t *testing.T) {
+	addr, _, _ := startRedis(t)
+	inst := "10.0.0.12:8000"
+	known := []string{inst}
+	a := startKVReplica(t, addr, "a", known, nil)
+	b := startKVReplica(t, addr, "b", known, nil)
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	stream := newKeys(DefaultPrefix, "kv").tag + ":kvev"
+	if err := rdb.Set(context.Background(), stream, "not a stream", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Second, func() string {
+		if b.store.Stats().Up {
+			return "the store is up while its relay stream is a string"
+		}
+		return ""
+	})
+	if err := rdb.Del(context.Background(), stream).Err(); err != nil {
+		t.Fatal(err)
+	}
+	a.relay.SetExact(inst, true)
+	a.relay.Cleared(inst)
+	a.relay.Stored(inst, []uint64{42})
+	eventually(t, 5*time.Second, func() string {
+		if !b.store.Stats().Up {
+			return "the store is still down after the stream key was deleted"
+		}
+		return agree(inst, a.view, b)
+	})
+}
