@@ -15,13 +15,14 @@ import (
 // to the scheduler's cache index, which is exact while an instance's
 // stream is whole.
 type kvSource struct {
-	cfg kvevents.Config
+	cfg    kvevents.Config
+	relays *kvRelayMetrics // nil: no relay's series
 }
 
 func (m *Manager) kvSource(pc config.Pool) kvSource {
 	c := pc.KVEventsConfig()
 	c.Log, c.Metrics, c.Now = m.log, m.kv, m.now
-	return kvSource{cfg: c}
+	return kvSource{cfg: c, relays: m.kvRelays}
 }
 
 // newKVMetrics registers the subscriptions' series when a pool of cfg
@@ -38,13 +39,16 @@ func newKVMetrics(cfg config.Config, reg prometheus.Registerer) *kvevents.Metric
 func (s kvSource) Name() string { return "kv_events" }
 
 // Run subscribes until ctx ends. A subscription that cannot start (bind
-// mode's address in use) is logged and retried.
+// mode's address in use) is logged and retried. In bind mode over Redis
+// what it hears is relayed to the other replicas (kvrelay.go).
 func (s kvSource) Run(ctx context.Context, sink Sink) {
+	target, stop := s.relayed(ctx, sink)
+	defer stop()
 	wait := time.Second
 	for ctx.Err() == nil {
 		sub, err := kvevents.New(s.cfg)
 		if err == nil {
-			err = sub.Run(ctx, sink.Addresses, sink)
+			err = sub.Run(ctx, sink.Addresses, target)
 		}
 		if err == nil || ctx.Err() != nil {
 			return

@@ -103,6 +103,7 @@ type Manager struct {
 	byModel     map[string]*Pool
 	def         *Pool             // the "*" pool, or nil
 	kv          *kvevents.Metrics // the KV-event subscriptions' series (kvevents.go), nil if none
+	kvRelays    *kvRelayMetrics   // the bind-mode relays' series (kvrelay.go), nil if none
 
 	gaugeMu  sync.Mutex                 // serializes UpdateGauges; guards seriesOf and gone
 	seriesOf map[string]map[string]bool // pool -> instances with series (forget.go)
@@ -172,6 +173,7 @@ func New(cfg config.Config, opt Options) (*Manager, error) {
 	m.m = newMetrics(opt.Registry)
 	m.pd = newPDMetrics(opt.Registry)
 	m.kv = newKVMetrics(cfg, opt.Registry)
+	m.kvRelays = newKVRelayMetrics(cfg, opt.Registry)
 	for i, pc := range cfg.Pools {
 		store, err := newStore(cfg, pc.Name, opt, m.log)
 		if err != nil {

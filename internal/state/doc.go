@@ -30,6 +30,7 @@
 //	T:kd:leader      string   key-depth leader lease: the leader's id; PX 3H
 //	T:kd             string   the leader's key-depth table (KeyDepth message)
 //	T:mig:<instance> string   migration lease on a source instance: holder id; PX ttl
+//	T:kvev           stream   relayed KV events (bind mode; kvrelay.go), one entry per flush per relaying replica
 //
 // Dispatch records. Dispatched appends (instance, chained blocks) to a
 // buffer; an identical record still waiting is coalesced. Every Flush
