@@ -33,7 +33,11 @@ import (
 // per engine, GPU tier only), DUALMAP_KV_REPORT_REPLICAS (1,3),
 // DUALMAP_KV_REPORT_MODES (predicted,events), DUALMAP_KV_REPORT_RUNS (2),
 // DUALMAP_KV_REPORT_SLO_MS (goodput's TTFT bound, 500 ms wall),
-// DUALMAP_PEER_TRACE, DUALMAP_KV_REPORT_OUT.
+// DUALMAP_PEER_TRACE, DUALMAP_KV_REPORT_OUT. DUALMAP_KV_REPORT_ENGINE=llmd-sim
+// runs llm-d's simulator instead (DUALMAP_LLMD_SIM, its profile
+// e2e/testdata/llmd-sim-profile.yaml with --kv-cache-size cut to the same
+// tokens): it dials, so the router binds (through a relay that waits for
+// it), and only one replica hears it; run it with one replica.
 func TestKVEventsReport(t *testing.T) {
 	if os.Getenv("DUALMAP_KV_REPORT") == "" {
 		t.Skip("set DUALMAP_KV_REPORT=1 to measure KV events against the predicted index")
@@ -50,14 +54,48 @@ func TestKVEventsReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := benchWorkload(t, "conversation", tracePath, requests)
-	eng := peerEngines{kind: "dualmap", n: n, args: kvReportEngineArgs(t, out, cacheTokens)}
-	pool := fmt.Sprintf("    kv_events: {enabled: true, port_offset: %d, replay_offset: %d}\n", kvOffset, kvOffset+1)
-	modes := map[string]benchPicker{
-		"predicted": benchDualmap("dualmap", ""),
-		"events":    benchDualmapPool("dualmap-kv", "", "", pool),
+	eng := peerEngines{kind: cmpOr(os.Getenv("DUALMAP_KV_REPORT_ENGINE"), "dualmap"), n: n}
+	var pool string
+	// relay is where llm-d's simulators dial in events mode: a fresh relay
+	// to a fresh bind port per run (set by setup).
+	var relay string
+	setup := func(mode string) {}
+	switch eng.kind {
+	case "dualmap":
+		eng.args = kvReportEngineArgs(t, out, cacheTokens)
+		pool = fmt.Sprintf("    kv_events: {enabled: true, port_offset: %d, replay_offset: %d}\n", kvOffset, kvOffset+1)
+	case "llmd-sim":
+		bin := os.Getenv("DUALMAP_LLMD_SIM")
+		if bin == "" {
+			t.Fatal("DUALMAP_KV_REPORT_ENGINE=llmd-sim needs DUALMAP_LLMD_SIM (scripts/llmd-sim.sh)")
+		}
+		profile := filepath.Join(repoRoot, "e2e", "testdata", "llmd-sim-profile.yaml")
+		eng.args = func(i, port int) []string {
+			args := []string{"env", "POD_IP=127.0.0.1", bin, "--config", profile, "--port", fmt.Sprint(port),
+				"--kv-cache-size", fmt.Sprint(cacheTokens / 16),
+				"--kv-events-replay-endpoint", fmt.Sprintf("tcp://127.0.0.1:%d", port+kvOffset+1)}
+			if relay != "" {
+				args = append(args, "--zmq-endpoint", "tcp://"+relay)
+			}
+			return args
+		}
+		setup = func(mode string) {
+			relay, pool = "", ""
+			if mode == "events" {
+				bind := freePort(t)
+				relay = startRelay(t, bind)
+				pool = fmt.Sprintf("    kv_events: {enabled: true, mode: bind, bind: 'tcp://127.0.0.1:%d', replay_offset: %d}\n", bind, kvOffset+1)
+			}
+		}
+	default:
+		t.Fatalf("DUALMAP_KV_REPORT_ENGINE=%q: want dualmap or llmd-sim", eng.kind)
+	}
+	modes := map[string]func() benchPicker{
+		"predicted": func() benchPicker { return benchDualmap("dualmap", "") },
+		"events":    func() benchPicker { return benchDualmapPool("dualmap-kv", "", "", pool) },
 	}
 	var rows []kvReportRow
-	t.Logf("== %s on %d dualmap engines of %d cached tokens each, %.1f requests/s; load average %s ==", w.Note, n, cacheTokens, qps, loadAvg())
+	t.Logf("== %s on %d %s engines of %d cached tokens each, %.1f requests/s; load average %s ==", w.Note, n, eng.kind, cacheTokens, qps, loadAvg())
 	for _, f := range floats(t, "DUALMAP_KV_REPORT_REPLICAS", "1,3") {
 		for run := 1; run <= runs; run++ {
 			for _, mode := range strings.Split(cmpOr(os.Getenv("DUALMAP_KV_REPORT_MODES"), "predicted,events"), ",") {
@@ -65,7 +103,8 @@ func TestKVEventsReport(t *testing.T) {
 				if !ok {
 					t.Fatalf("DUALMAP_KV_REPORT_MODES: unknown mode %q (predicted, events)", mode)
 				}
-				row := kvReportRun(t, eng, pk, int(f), w, qps, slo)
+				setup(strings.TrimSpace(mode))
+				row := kvReportRun(t, eng, pk(), int(f), w, qps, slo)
 				row.Mode, row.Run = strings.TrimSpace(mode), run
 				rows = append(rows, row)
 				t.Logf("%s", row.markdown())
@@ -118,6 +157,7 @@ func kvReportEngineArgs(t *testing.T, dir string, cacheTokens int) func(i, port 
 
 // A kvReportRow is one run's figures.
 type kvReportRow struct {
+	Engine   string  `json:"engine"`
 	Mode     string  `json:"mode"` // predicted or events
 	Replicas int     `json:"replicas"`
 	Run      int     `json:"run"`
@@ -149,8 +189,8 @@ type kvReportRow struct {
 	Removed        float64 `json:"kv_blocks_removed"`
 }
 
-const kvReportHeader = "| mode | replicas | run | load | ok/sent | engine hit rate | TTFT p50 ms | TTFT p90 ms | goodput req/s | predicted/reported cached tokens | overclaimed responses | overclaimed tokens | predicted-hit-engine-none | exact views | event blocks stored/removed |\n" +
-	"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+const kvReportHeader = "| engine | mode | replicas | run | load | ok/sent | engine hit rate | TTFT p50 ms | TTFT p90 ms | goodput req/s | predicted/reported cached tokens | overclaimed responses | overclaimed tokens | predicted-hit-engine-none | exact views | event blocks stored/removed |\n" +
+	"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
 
 func (r kvReportRow) markdown() string {
 	ratio, over, miss := 0.0, 0.0, 0.0
@@ -164,8 +204,8 @@ func (r kvReportRow) markdown() string {
 	if r.PredictedTokens > 0 {
 		overTok = 100 * r.OverclaimTokens / r.PredictedTokens
 	}
-	return fmt.Sprintf("| %s | %d | %d | %s | %d/%d | %.1f%% | %.0f | %.0f | %.2f | %.3f | %.1f%% | %.1f%% of predicted | %.1f%% | %.0f | %.0f/%.0f |",
-		r.Mode, r.Replicas, r.Run, strings.Fields(r.LoadAvg + " ?")[0], r.OK, r.Requests, 100*r.EngineHitRate, r.TTFTP50MS, r.TTFTP90MS, r.Goodput,
+	return fmt.Sprintf("| %s | %s | %d | %d | %s | %d/%d | %.1f%% | %.0f | %.0f | %.2f | %.3f | %.1f%% | %.1f%% of predicted | %.1f%% | %.0f | %.0f/%.0f |",
+		r.Engine, r.Mode, r.Replicas, r.Run, strings.Fields(r.LoadAvg + " ?")[0], r.OK, r.Requests, 100*r.EngineHitRate, r.TTFTP50MS, r.TTFTP90MS, r.Goodput,
 		ratio, over, overTok, miss, r.ExactInstances, r.Stored, r.Removed)
 }
 
@@ -174,7 +214,7 @@ func kvReportRun(t *testing.T, eng peerEngines, pk benchPicker, replicas int, w 
 	t.Helper()
 	b := startBenchStack(t, eng, pk, replicas)
 	defer b.stop()
-	row := kvReportRow{Replicas: replicas, LoadAvg: loadAvg()}
+	row := kvReportRow{Engine: eng.kind, Replicas: replicas, LoadAvg: loadAvg()}
 	c0, _, _ := b.cacheCounters(t)
 	before := b.routerSums(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
