@@ -4,7 +4,7 @@ BIN     := bin/dualmap
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build build-tokenizers test unit scripts-test chattmpl-test chart image image-oci image-test bench bench-e2e bench-peer soak lint run demo e2e e2e-gateways e2e-pd e2e-kvevents envoy-gateway clean jaeger llama bench-real
+.PHONY: all build build-tokenizers test unit scripts-test chattmpl-test chart image image-oci image-test bench bench-e2e bench-peer bench-kvevents soak lint run demo e2e e2e-gateways e2e-pd e2e-kvevents envoy-gateway clean jaeger llama bench-real
 
 all: build
 
@@ -133,6 +133,12 @@ bench-e2e:
 # llm-d's vLLM simulator (scripts/llmd-sim.sh), to run on it too.
 bench-peer:
 	GO=$(GO) LLMD_SRC="$(LLMD_SRC)" LLMD_SIM_SRC="$(LLMD_SIM_SRC)" bash scripts/bench-peer.sh
+
+# bench-kvevents: the conversation trace on small-cache `dualmap engine`s,
+# dualmap with its predicted index against KV events, 1 and 3 replicas (a
+# report; knobs in e2e/kvreport_test.go, figures in docs/evaluation.md).
+bench-kvevents:
+	DUALMAP_KV_REPORT=1 DUALMAP_ENVOY="$$(bash scripts/envoy.sh | tail -n 1)" $(GO) test -tags e2e -count=1 -v -timeout 60m -run TestKVEventsReport ./e2e/
 
 # soak: the conversation trace through Envoy and three routers sharing Redis
 # for DUALMAP_SOAK_DURATION (default 10m), Redis restarted twice (a report).

@@ -36,6 +36,9 @@ type peerEngines struct {
 	bin       string  // llm-d-inference-sim, for llmd-sim
 	profile   string  // its config file, for llmd-sim
 	timeScale float64 // dualmap engine's --time-scale
+	// args, when set, is engine i's command line on port (dualmap
+	// engines with flags of their own, e.g. TestKVEventsReport's).
+	args func(i, port int) []string
 }
 
 // peerEnginesFromEnv reads DUALMAP_PEER_ENGINE (llmd-sim when
@@ -73,7 +76,9 @@ func (e peerEngines) start(t testing.TB, s *stack) {
 		port := freePort(t)
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		var args []string
-		if e.kind == "llmd-sim" {
+		if e.args != nil {
+			args = e.args(i, port)
+		} else if e.kind == "llmd-sim" {
 			// POD_IP is required with the KV cache on (it names the ZMQ
 			// topic); env(1) execs, so the pid stays the simulator's.
 			args = []string{"env", "POD_IP=127.0.0.1", e.bin, "--config", e.profile, "--port", fmt.Sprint(port)}
@@ -110,6 +115,12 @@ func benchDualmap(name, limits string) benchPicker { return benchDualmapPolicy(n
 // (a scheduler policy name such as round-robin; "" keeps the example's,
 // dualmap).
 func benchDualmapPolicy(name, policy, limits string) benchPicker {
+	return benchDualmapPool(name, policy, limits, "")
+}
+
+// benchDualmapPool is benchDualmapPolicy with pool, when not empty, added
+// to the pool's keys (lines indented as the pool's, e.g. its kv_events).
+func benchDualmapPool(name, policy, limits, pool string) benchPicker {
 	return benchPicker{name: name, shares: true, limits: limits, start: func(t testing.TB, s *stack, i, gp, hp int, redis string) *proc {
 		example, err := os.ReadFile(filepath.Join(repoRoot, "examples", "gateway-epp.yaml"))
 		if err != nil {
@@ -128,6 +139,9 @@ func benchDualmapPolicy(name, policy, limits string) benchPicker {
 		}
 		if policy != "" {
 			cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, "    block_size: 16\n", "    block_size: 16\n    policy: {name: "+policy+"}\n")
+		}
+		if pool != "" {
+			cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, "    block_size: 16\n", "    block_size: 16\n"+pool)
 		}
 		ap := freePort(t)
 		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `grpc: ":9002"`, fmt.Sprintf(`grpc: "127.0.0.1:%d"`, gp))

@@ -94,6 +94,8 @@ type usageMetrics struct {
 	reported  *prometheus.CounterVec // pool, instance
 	predicted *prometheus.CounterVec // pool, instance
 	missed    *prometheus.CounterVec // pool, instance
+	over      *prometheus.CounterVec // pool, instance
+	overTok   *prometheus.CounterVec // pool, instance
 }
 
 func newUsageMetrics(reg prometheus.Registerer) *usageMetrics {
@@ -115,9 +117,17 @@ func newUsageMetrics(reg prometheus.Registerer) *usageMetrics {
 			Name: "dualmap_predicted_cache_misses_total",
 			Help: "Responses for which the router predicted a cached prefix and the engine reported none: the engine had evicted it, or never held it.",
 		}, labels),
+		over: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dualmap_predicted_cache_overclaims_total",
+			Help: "Responses for which the router predicted more cached prompt tokens than the engine reported: the engine had evicted part or all of the prefix, or never held it.",
+		}, labels),
+		overTok: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dualmap_predicted_cache_overclaimed_tokens_total",
+			Help: "Over the responses counted by dualmap_predicted_cache_overclaims_total, the predicted cached tokens beyond those the engine reported.",
+		}, labels),
 	}
 	if reg != nil {
-		reg.MustRegister(m.reports, m.reported, m.predicted, m.missed)
+		reg.MustRegister(m.reports, m.reported, m.predicted, m.missed, m.over, m.overTok)
 	}
 	return m
 }
@@ -129,6 +139,10 @@ func (m *usageMetrics) observe(pool, instance string, predicted, reported int) {
 	m.predicted.WithLabelValues(pool, instance).Add(float64(predicted))
 	if predicted > 0 && reported == 0 {
 		m.missed.WithLabelValues(pool, instance).Inc()
+	}
+	if predicted > reported {
+		m.over.WithLabelValues(pool, instance).Inc()
+		m.overTok.WithLabelValues(pool, instance).Add(float64(predicted - reported))
 	}
 }
 

@@ -125,6 +125,10 @@ func TestEngineReportedReuseMetrics(t *testing.T) {
 			if got := counterValue(m.missed.WithLabelValues("default", id)); got != 0 {
 				t.Errorf("predicted misses = %v, want 0", got)
 			}
+			// The engine reported at least what was predicted: no overclaim.
+			if over, p := counterValue(m.over.WithLabelValues("default", id)), counterValue(m.predicted.WithLabelValues("default", id)); (over == 0) != (p <= want) {
+				t.Errorf("overclaims = %v with %v predicted and %v reported", over, p, want)
+			}
 		})
 	}
 }
@@ -150,6 +154,28 @@ func TestEngineReportedMiss(t *testing.T) {
 	waitFor(t, "the usage report", func() bool { return counterValue(m.reports.WithLabelValues("default", id)) == 1 })
 	if got := counterValue(m.missed.WithLabelValues("default", id)); got != 1 {
 		t.Errorf("predicted misses = %v, want 1 (the second request was predicted cached, the engine reported 0)", got)
+	}
+	if got := counterValue(m.over.WithLabelValues("default", id)); got != 1 {
+		t.Errorf("overclaims = %v, want 1", got)
+	}
+	if p, got := counterValue(m.predicted.WithLabelValues("default", id)), counterValue(m.overTok.WithLabelValues("default", id)); p == 0 || got != p {
+		t.Errorf("overclaimed tokens = %v, want all %v predicted (the engine reported 0)", got, p)
+	}
+}
+
+// A partial eviction: predicted 64 cached tokens, the engine reported 16.
+func TestUsageOverclaimPartial(t *testing.T) {
+	m := newUsageMetrics(nil)
+	m.observe("p", "i", 64, 16)
+	m.observe("p", "i", 16, 32)
+	if got := counterValue(m.over.WithLabelValues("p", "i")); got != 1 {
+		t.Errorf("overclaims = %v, want 1", got)
+	}
+	if got := counterValue(m.overTok.WithLabelValues("p", "i")); got != 48 {
+		t.Errorf("overclaimed tokens = %v, want 48", got)
+	}
+	if got := counterValue(m.missed.WithLabelValues("p", "i")); got != 0 {
+		t.Errorf("misses = %v, want 0 (the engine reported some)", got)
 	}
 }
 
