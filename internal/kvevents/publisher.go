@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-zeromq/zmq4"
 )
@@ -48,6 +49,10 @@ type Publisher struct {
 	router zmq4.Socket // nil without replay
 	cancel context.CancelFunc
 	done   chan struct{}
+	// dialing: the live socket dials in the background; dialed is closed
+	// when that dialer has returned (connected, or cancelled by Close).
+	dialing bool
+	dialed  chan struct{}
 
 	// mu guards seq and ring.
 	mu   sync.Mutex
@@ -73,26 +78,44 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	}
 	registerTransport()
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Publisher{cfg: cfg, cancel: cancel, done: make(chan struct{}), ring: make([]replayed, 0, min(cfg.Buffer, 1024))}
+	p := &Publisher{cfg: cfg, cancel: cancel, done: make(chan struct{}), dialed: make(chan struct{}), ring: make([]replayed, 0, min(cfg.Buffer, 1024))}
 	fail := func(err error) (*Publisher, error) {
 		p.Close()
 		return nil, err
-	}
-	p.pub = zmq4.NewPub(ctx, zmq4.WithLogger(quiet()))
-	if err := p.pub.SetOption(zmq4.OptionHWM, cfg.HWM); err != nil {
-		return fail(fmt.Errorf("kvevents: publisher hwm: %w", err))
 	}
 	ep, err := endpoint(cfg.Endpoint)
 	if err != nil {
 		return fail(err)
 	}
-	if publisherBinds(cfg) {
-		err = p.pub.Listen(ep)
+	binds := publisherBinds(cfg)
+	if binds {
+		p.pub = zmq4.NewPub(ctx, zmq4.WithLogger(quiet()))
 	} else {
-		err = p.pub.Dial(ep)
+		// As vLLM's pyzmq socket does, a dialing publisher may start
+		// before its subscriber is up: it dials until it connects, and
+		// batches published meanwhile are lost to the live socket (PUB
+		// drops them without a peer) and kept for replay. Unlike pyzmq it
+		// does not redial a subscriber that restarts: zmq4's automatic
+		// reconnect redials from inside a failed send, under the lock
+		// the new connection needs.
+		p.pub = zmq4.NewPub(ctx, zmq4.WithLogger(quiet()), zmq4.WithDialerMaxRetries(-1), zmq4.WithDialerRetry(dialRetry))
 	}
-	if err != nil {
-		return fail(fmt.Errorf("kvevents: publisher %s: %w", cfg.Endpoint, err))
+	if err := p.pub.SetOption(zmq4.OptionHWM, cfg.HWM); err != nil {
+		return fail(fmt.Errorf("kvevents: publisher hwm: %w", err))
+	}
+	if binds {
+		if err := p.pub.Listen(ep); err != nil {
+			return fail(fmt.Errorf("kvevents: publisher %s: %w", cfg.Endpoint, err))
+		}
+	} else {
+		p.dialing = true
+		go func() {
+			defer close(p.dialed)
+			// Dial retries until it connects or Close cancels it; a
+			// failed handshake leaves the socket without a peer, as a
+			// subscriber that never comes up does.
+			_ = p.pub.Dial(ep)
+		}()
 	}
 	if cfg.Replay != "" {
 		rep, err := endpoint(cfg.Replay)
@@ -233,6 +256,9 @@ func (p *Publisher) since(from int64) []replayed {
 func (p *Publisher) Close() {
 	p.cancel()
 	if p.pub != nil {
+		if p.dialing {
+			<-p.dialed
+		}
 		p.pub.Close()
 	}
 	if p.router != nil {
@@ -240,5 +266,8 @@ func (p *Publisher) Close() {
 		<-p.done
 	}
 }
+
+// dialRetry is how long a dialing publisher waits between attempts.
+const dialRetry = 100 * time.Millisecond
 
 func quiet() *log.Logger { return log.New(io.Discard, "", 0) }

@@ -435,3 +435,62 @@ func TestParentZeroAndSequenceFromOne(t *testing.T) {
 		return exact && slices.Equal(got, routerKeys(a, 4))
 	})
 }
+
+// TestDialBeforeSubscriber: an engine that dials (bind mode on the
+// router's side) may start before the router listens, as vLLM's may: the
+// publisher keeps dialing instead of failing, and once the router binds
+// its batches arrive.
+func TestDialBeforeSubscriber(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := portOf(l.Addr())
+	l.Close() // nothing listens there until the subscriber binds
+	id := "127.0.0.1:8001"
+	p, err := NewPublisher(PublisherConfig{Endpoint: fmt.Sprintf("tcp://127.0.0.1:%d", port), Mode: Connect, Topic: "kv@" + id + "@m", Encoding: Maps})
+	if err != nil {
+		t.Fatalf("NewPublisher with no subscriber up: %v", err)
+	}
+	t.Cleanup(p.Close)
+	e := &engine{pub: p, bs: 4}
+	a := prompt(16, 7)
+	ev, _ := e.store(a)
+	e.publish(t, ev)                   // lost to the live socket: no peer yet
+	time.Sleep(300 * time.Millisecond) // let a few dial attempts fail first
+	rec := newRecorder()
+	s := run(t, Config{Pool: "p", Mode: Bind, Bind: fmt.Sprintf("tcp://127.0.0.1:%d", port), BlockSize: 4}, []string{id}, rec)
+	ready, _ := s.Listening()
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("bind mode not listening within 10s")
+	}
+	eventually(t, nil, "the dialing engine's blocks, once the router listens", func() bool {
+		e.publish(t, Event{Kind: AllBlocksCleared}, ev)
+		got, exact := rec.state(id)
+		return exact && slices.Equal(got, routerKeys(a, 4))
+	})
+}
+
+// TestDialingPublisherCloses: Close ends a publisher that is still
+// dialing a subscriber that never comes up.
+func TestDialingPublisherCloses(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	p, err := NewPublisher(PublisherConfig{Endpoint: "tcp://" + addr, Mode: Connect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() { p.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return within 10s while dialing")
+	}
+}
