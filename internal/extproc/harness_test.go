@@ -55,11 +55,15 @@ func start(t testing.TB, cfg config.Config, run bool) *testServer {
 	return startWith(t, cfg, run, Options{})
 }
 
-// startWith is start with opt (its Registry and TickInterval are the test's).
+// startWith is start with opt (its Registry is the test's; its
+// TickInterval, when zero, 10 ms).
 func startWith(t testing.TB, cfg config.Config, run bool, opt Options) *testServer {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	opt.Registry, opt.TickInterval = reg, 10*time.Millisecond
+	opt.Registry = reg
+	if opt.TickInterval == 0 {
+		opt.TickInterval = 10 * time.Millisecond
+	}
 	srv, err := New(cfg, opt)
 	if err != nil {
 		t.Fatal(err)

@@ -177,7 +177,14 @@ func TestCoordinatedMigration(t *testing.T) {
 		var reps []*testServer
 		for i := 0; i < 3; i++ {
 			cfg := parseConfig(t, strings.Replace(shared, "heartbeat: 50ms", "heartbeat: 50ms, key_prefix: "+prefix, 1))
-			rep := start(t, cfg, false)
+			// A migration lease lasts two ticks: at the harness's 10 ms a
+			// stall of the machine between two replicas' turns in a round
+			// (they exchange loads only between rounds) let the lease lapse
+			// and the next replica migrate on stale figures (12 moves
+			// against one router's 6 at load average 7-16). The ticks do not
+			// run here (run is false), so a long one only lengthens the
+			// lease past any such stall.
+			rep := startWith(t, cfg, false, Options{TickInterval: 5 * time.Second})
 			ctx, cancel := context.WithCancel(context.Background())
 			t.Cleanup(cancel)
 			p := rep.srv.pools.Pools()[0]
