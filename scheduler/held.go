@@ -21,27 +21,32 @@ import "fmt"
 // Config.ReportedCache the engine's report does, later). Requests
 // dispatched at once, without waiting, never enter the set.
 //
-// QueueConfig.Held chooses what counts (HeldOn, the default; HeldLookup,
-// HeldChoice and HeldOff are for measurement, see docs/evaluation.md):
-// the held prefix counts for the cache comparison, for the estimate of the
-// request's own prefill (the held holder's prefill is already counted in
-// the queued work ahead of it, so counting it again would charge it twice),
-// and for the rebalancer, which does not move a held request away from the
-// instance where its group's other held requests wait, onto one that lacks
-// their shared prefix, unless the request would miss its SLO where it is.
+// QueueConfig.Held chooses what counts. By default (HeldOn) the held
+// prefix counts for the cache comparison only: the TTFT estimates, the
+// queue's priority and its queued work still count it as the request's
+// own, uncached, work. That charges the prefix twice when the holder is
+// served first (its prefill is also in the work ahead), but the queue does
+// not promise that order, and a request credited with a prefix that is
+// not computed yet jumps the queue by its cached-first priority and passes
+// the admission budget with more work than it declared; in the simulator
+// counting it for the estimate too (HeldEstimate) did worse on most
+// workloads (docs/evaluation.md). The rebalancer does not move a held
+// request away from the instance where its group's other held requests
+// wait, onto one that lacks their shared prefix, unless the request would
+// miss its SLO where it is or has waited OldestWait (HeldSplit lets it).
 
 // QueueConfig.Held values.
 const (
-	// HeldOn (default): held blocks count for the lookup and the estimate,
-	// and the rebalancer keeps held groups together.
+	// HeldOn (default): held blocks count for the cache comparison of the
+	// policies; TTFT estimates, queue priority and queued work count them
+	// as uncached. The rebalancer keeps held groups together.
 	HeldOn = "on"
-	// HeldLookup: as HeldOn, but the rebalancer does not keep held groups
+	// HeldEstimate: as HeldOn, and held blocks also count as cached for
+	// the estimates, the queue's priority and its queued work.
+	HeldEstimate = "estimate"
+	// HeldSplit: as HeldOn, but the rebalancer does not keep held groups
 	// together.
-	HeldLookup = "lookup"
-	// HeldChoice: held blocks count for the cache comparison only; TTFT
-	// estimates and queued work count them as uncached. The rebalancer
-	// keeps held groups together.
-	HeldChoice = "choice"
+	HeldSplit = "split"
 	// HeldOff: held requests' blocks are not tracked (the scheduler before
 	// held requests counted).
 	HeldOff = "off"
@@ -49,10 +54,10 @@ const (
 
 func validateHeld(h string) error {
 	switch h {
-	case HeldOn, HeldLookup, HeldChoice, HeldOff:
+	case HeldOn, HeldEstimate, HeldSplit, HeldOff:
 		return nil
 	}
-	return fmt.Errorf("queue.held must be %q, %q, %q or %q, got %q", HeldOn, HeldLookup, HeldChoice, HeldOff, h)
+	return fmt.Errorf("queue.held must be %q, %q, %q or %q, got %q", HeldOn, HeldEstimate, HeldSplit, HeldOff, h)
 }
 
 // heldIndex is the set of blocks of the requests held in one instance's
@@ -157,9 +162,9 @@ func (s *Scheduler) release(in *instance, r *Request) {
 }
 
 // estCached is the cached prefix r's own work is estimated with on in:
-// the lookup's, or under HeldChoice the cached one alone.
+// the cached one, or under HeldEstimate the lookup's.
 func (s *Scheduler) estCached(in *instance, r *Request) int {
-	if s.cfg.Queue.Held == HeldOn || s.cfg.Queue.Held == HeldLookup {
+	if s.cfg.Queue.Held == HeldEstimate {
 		return in.lookupTokens(r, s.cfg.BlockSize)
 	}
 	return in.cachedTokens(r, s.cfg.BlockSize)
@@ -173,7 +178,7 @@ func (s *Scheduler) estCached(in *instance, r *Request) int {
 // cached already costs the others nothing when r leaves: the move's
 // estimated benefit counts r's own prefill at to. The caller holds src.mu.
 func (s *Scheduler) splitsGroup(r *Request, src *instance, to int) bool {
-	if s.cfg.Queue.Held != HeldOn && s.cfg.Queue.Held != HeldChoice {
+	if s.cfg.Queue.Held != HeldOn && s.cfg.Queue.Held != HeldEstimate {
 		return false
 	}
 	shared := min(src.held.sharedBlocks(r.Blocks[:r.held])*s.cfg.BlockSize, r.Tokens)

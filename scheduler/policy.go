@@ -61,10 +61,10 @@ func (v *view) cached(i int32, r *Request) int {
 }
 
 // ttft is the estimated TTFT in seconds of r on member i, given i holds
-// cached of its tokens (as cached returned it; under HeldChoice the
-// estimate counts held blocks as uncached).
+// cached of its tokens as cached returned it: unless under HeldEstimate,
+// the estimate counts held blocks as uncached.
 func (v *view) ttft(i int32, r *Request, cached int) float64 {
-	if v.held == HeldChoice {
+	if v.held == HeldOn || v.held == HeldSplit {
 		cached = min(cached, v.members[i].cachedTokens(r, v.blockSize))
 	}
 	return v.members[i].ttft(r.Tokens - cached)

@@ -95,7 +95,8 @@ type QueueConfig struct {
 	SLOShare float64
 	// Held says whether the blocks of requests held in a router queue
 	// count for the cache lookup of later arrivals on their instance
-	// (held.go): HeldOn (default), HeldLookup, HeldChoice or HeldOff.
+	// (held.go): HeldOn (default: for the cache comparison), HeldEstimate,
+	// HeldSplit or HeldOff.
 	Held string
 }
 

@@ -236,7 +236,7 @@ func (s *Scheduler) Pick(r *Request) (Decision, error) {
 		return Decision{}, err
 	}
 	in := p.members[ch.inst]
-	cached := r.pview.cached(ch.inst, r)
+	cached := s.estCached(in, r)
 	dec := Decision{
 		Instance:      in.ID,
 		Reason:        ch.reason,
