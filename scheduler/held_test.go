@@ -407,3 +407,23 @@ func TestHeldIndexBound(t *testing.T) {
 		t.Error("heldBlocks allocates")
 	}
 }
+
+// A late request waits behind every request that can still make its SLO:
+// its blocks leave the held index, and its group-mate does not follow it.
+func TestHeldLateDoesNotCount(t *testing.T) {
+	s, _ := heldPair(t, HeldOn, 0)
+	first := req(prompt(7, 1, 6, 8))
+	first.SLO = time.Millisecond // late at once: its own prefill takes longer
+	if d := route(t, s, first); !d.Queued {
+		t.Fatal("late request dispatched at once, want it held for an idle instance")
+	}
+	checkHeld(t, s)
+	if first.held != 0 {
+		t.Errorf("late request has %d blocks in the held index, want 0", first.held)
+	}
+	mate := req(prompt(7, 2, 6, 8))
+	if d := route(t, s, mate); d.Reason != ReasonTie {
+		t.Errorf("mate of a late request: Submit() reason = %v at %s, want tie", d.Reason, d.Instance)
+	}
+	checkHeld(t, s)
+}
