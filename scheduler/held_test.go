@@ -427,3 +427,22 @@ func TestHeldLateDoesNotCount(t *testing.T) {
 	}
 	checkHeld(t, s)
 }
+
+// With the engine's own cache report (exact mode, KV events) held blocks
+// still count: they are the router's own fact, which no engine reports.
+func TestHeldCountsInExactMode(t *testing.T) {
+	s, _ := heldPair(t, HeldOn, 0)
+	for _, in := range pool(2) {
+		if err := s.SetExact(in.ID, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := req(prompt(7, 1, 6, 8))
+	if d := route(t, s, first); !d.Queued {
+		t.Fatal("first of the group dispatched at once, want it held")
+	}
+	mate := req(prompt(7, 2, 6, 8))
+	if d := route(t, s, mate); d.Instance != first.dec.Instance || d.Reason != ReasonCache {
+		t.Errorf("mate Submit() = %s (%v), want %s (cache): its group-mate is held there", d.Instance, d.Reason, first.dec.Instance)
+	}
+}
