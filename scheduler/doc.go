@@ -18,6 +18,9 @@
 //     policy interface; each registers itself by name and is chosen with
 //     Config.Policy and its Params (policy.go decodes and validates them).
 //   - queue.go: router-side per-instance queues with aging (§3.3).
+//   - held.go: the blocks of the requests waiting in each router queue,
+//     which the cache lookup of later arrivals counts (a held request's
+//     group-mates follow it instead of splitting over the pair).
 //   - flow.go: flow control: EnqueueAndWait blocks a caller until its
 //     request is dispatched, shed or cancelled; Submit and Waiter are the
 //     non-blocking form the simulator drives.

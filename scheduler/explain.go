@@ -37,10 +37,9 @@ func (p *picker) explain(e *Explain, r *Request, cands []int32, chosen int32) {
 	e.N, e.Chosen = len(cands), -1
 	for k, c := range cands {
 		in := p.members[c]
-		cached := in.cachedTokens(r, p.blockSize)
-		l := in.load()
-		e.Candidates[k] = Candidate{ID: in.ID, CachedTokens: cached, PendingTokens: l.ahead,
-			EstimatedTTFT: seconds(in.est.ttft(l, r.Tokens-cached))}
+		cached := r.pview.cached(c, r)
+		e.Candidates[k] = Candidate{ID: in.ID, CachedTokens: cached, PendingTokens: in.load().ahead,
+			EstimatedTTFT: seconds(r.pview.ttft(c, r, cached))}
 		if c == chosen {
 			e.Chosen = k
 		}

@@ -92,6 +92,9 @@ type instance struct {
 	prefilling, kvTokens counter
 
 	kv *kvIndex
+	// held has the blocks of the requests in queue (held.go). Guarded by
+	// mu.
+	held heldIndex
 	// exact: kv is the engine's own report (KV events), and dispatches
 	// add nothing to it (exact.go). Guarded by mu.
 	exact bool

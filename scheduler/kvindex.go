@@ -12,6 +12,8 @@ package scheduler
 //
 // It is an estimate: the engine evicts by its own rules, and blocks are
 // recorded when a request is dispatched, before the engine computed them.
+// While a request waits in the router queue its blocks are in the
+// instance's held index instead (held.go).
 // One writer at a time (the instance's lock); cachedBlocks may run
 // concurrently with it and with other readers, without a lock (see
 // blockSet).

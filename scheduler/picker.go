@@ -27,6 +27,7 @@ type picker struct {
 	policyName string
 	blockSize  int
 	slo        time.Duration // the default TTFT objective
+	held       string        // QueueConfig.Held
 }
 
 // keyFor returns r's key depth and ring key, and whether the key is a hot
@@ -76,6 +77,7 @@ func (p *picker) choose(r *Request, now time.Duration) (choice, [maxCandidates]i
 		blockSize: p.blockSize,
 		now:       now,
 		slo:       p.sloOf(r).Seconds(),
+		held:      p.held,
 	}
 	cands := r.pcands
 	ch, err := p.policy.pick(&r.pview, r, r.pcands[:n])
@@ -133,6 +135,7 @@ func (s *Scheduler) publish() {
 		policyName: s.cfg.Policy,
 		blockSize:  s.cfg.BlockSize,
 		slo:        s.cfg.SLO,
+		held:       s.cfg.Queue.Held,
 	})
 }
 

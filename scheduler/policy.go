@@ -47,13 +47,26 @@ type view struct {
 	blockSize int
 	now       time.Duration
 	slo       float64 // the request's TTFT objective in seconds
+	held      string  // QueueConfig.Held
 }
 
-func (v *view) cached(i int32, r *Request) int { return v.members[i].cachedTokens(r, v.blockSize) }
+// cached is how many of r's tokens member i holds, or will hold when r
+// is served there: with held requests counted (held.go), the longer of its
+// cached prefix and the prefix of a request held in its router queue.
+func (v *view) cached(i int32, r *Request) int {
+	if v.held == HeldOff {
+		return v.members[i].cachedTokens(r, v.blockSize)
+	}
+	return v.members[i].lookupTokens(r, v.blockSize)
+}
 
 // ttft is the estimated TTFT in seconds of r on member i, given i holds
-// cached of its tokens.
+// cached of its tokens as cached returned it: unless under HeldEstimate,
+// the estimate counts held blocks as uncached.
 func (v *view) ttft(i int32, r *Request, cached int) float64 {
+	if v.held == HeldOn || v.held == HeldSplit {
+		cached = min(cached, v.members[i].cachedTokens(r, v.blockSize))
+	}
 	return v.members[i].ttft(r.Tokens - cached)
 }
 

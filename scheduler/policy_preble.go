@@ -53,7 +53,7 @@ func (p *preble) pick(v *view, r *Request, cands []int32) (choice, error) {
 			continue
 		}
 		c := v.cached(int32(i), r)
-		cost := in.recentLoad(v.now, prebleWindow) + max(in.ttft(r.Tokens-c)/in.est.cost()-float64(in.ahead()), 0)
+		cost := in.recentLoad(v.now, prebleWindow) + max(v.ttft(int32(i), r, c)/in.est.cost()-float64(in.ahead()), 0)
 		if cost < leastCost {
 			least, leastCost = int32(i), cost
 		}

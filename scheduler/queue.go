@@ -93,6 +93,11 @@ type QueueConfig struct {
 	// (Config.SLO) that the work ahead on an instance may take before
 	// requests wait in the router (default 0.125).
 	SLOShare float64
+	// Held says whether the blocks of requests held in a router queue
+	// count for the cache lookup of later arrivals on their instance
+	// (held.go): HeldOn (default: for the cache comparison), HeldEstimate,
+	// HeldSplit or HeldOff.
+	Held string
 }
 
 // Queue orders.
@@ -134,6 +139,9 @@ func (c QueueConfig) withDefaults() QueueConfig {
 	if c.SLOShare == 0 {
 		c.SLOShare = 0.125
 	}
+	if c.Held == "" {
+		c.Held = HeldOn
+	}
 	return c
 }
 
@@ -158,6 +166,9 @@ func (c QueueConfig) validate() error {
 	case c.Late != LateServe && c.Late != LateIdle && c.Late != LateReject:
 		return fmt.Errorf("queue.late must be %q, %q or %q, got %q", LateServe, LateIdle, LateReject, c.Late)
 	}
+	if c.Held != "" {
+		return validateHeld(c.Held)
+	}
 	return nil
 }
 
@@ -171,6 +182,7 @@ func (s *Scheduler) enqueue(in *instance, r *Request, now time.Duration) {
 	r.setInst(in)
 	r.qpos = len(in.queue)
 	in.queue = append(in.queue, r)
+	s.hold(in, r)
 	in.nqueued.set(len(in.queue))
 	in.queuedTokens.add(r.uncached)
 	in.syncOnTime()
@@ -187,6 +199,7 @@ func (s *Scheduler) dequeue(r *Request) {
 	moved.qpos = r.qpos
 	in.queue[last] = nil
 	in.queue = in.queue[:last]
+	s.release(in, r)
 	in.nqueued.set(last)
 	in.queuedTokens.add(-r.uncached)
 	if len(in.queue) == 0 {
@@ -255,6 +268,7 @@ func (s *Scheduler) top(in *instance, now time.Duration) int {
 		p := s.priority(in, r, now)
 		if p < -lateRank/2 {
 			late += r.uncached
+			s.release(in, r) // held.go: its prefix is not coming soon
 		}
 		if r.Priority > bclass || r.Priority == bclass && (p > bp || (p == bp && r.enqueued < in.queue[best].enqueued)) {
 			best, bp, bclass = i, p, r.Priority

@@ -180,13 +180,20 @@ func (s *Scheduler) planFrom(src *instance, now time.Duration) {
 func (s *Scheduler) bestMove(r *Request, src *instance, srcLoad int, now time.Duration) (Move, bool) {
 	slo := (s.sloOf(r) - (now - r.arrived)).Seconds() // what is left of it
 	from := src.ttftAt(srcLoad-r.uncached, r.uncached)
+	// r stays with the other held requests of its group (held.go) while
+	// it can make its SLO there and has not waited OldestWait.
+	ow := s.cfg.Rebalance.OldestWait
+	keep := from <= slo && !(ow > 0 && now-r.enqueued >= ow)
 	var best Move
 	found := false
 	try := func(to *instance) {
 		if to == src || !to.ready() || !r.allows(to) {
 			return
 		}
-		cached := to.cachedTokens(r, s.cfg.BlockSize)
+		if keep && s.splitsGroup(r, src, to.lookupTokens(r, s.cfg.BlockSize)) {
+			return
+		}
+		cached := s.estCached(to, r)
 		t := to.ttftAt(to.ahead()+s.added[to.idx], r.Tokens-cached)
 		b := from - t
 		if b <= 0 || t > slo || (found && seconds(b) <= best.Benefit) {
@@ -223,7 +230,7 @@ func (s *Scheduler) apply(moves []Move, now time.Duration) int {
 		r.dec.Fallback = m.from.ID
 		r.dec.Reason = ReasonMigrated
 		r.setInst(m.to)
-		r.cached = m.to.cachedTokens(r, s.cfg.BlockSize)
+		r.cached = s.estCached(m.to, r)
 		r.uncached = r.Tokens - r.cached
 		r.dec.Instance = m.to.ID
 		r.dec.CachedTokens = r.cached

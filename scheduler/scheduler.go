@@ -236,7 +236,7 @@ func (s *Scheduler) Pick(r *Request) (Decision, error) {
 		return Decision{}, err
 	}
 	in := p.members[ch.inst]
-	cached := in.cachedTokens(r, p.blockSize)
+	cached := s.estCached(in, r)
 	dec := Decision{
 		Instance:      in.ID,
 		Reason:        ch.reason,
@@ -360,7 +360,7 @@ func (s *Scheduler) prepare(p *picker, r *Request, now time.Duration, reason Rea
 // queue dispatch what it can. The caller holds in.mu.
 func (s *Scheduler) assign(r *Request, in *instance, now time.Duration) {
 	r.setInst(in)
-	r.cached = in.cachedTokens(r, s.cfg.BlockSize)
+	r.cached = s.estCached(in, r)
 	r.uncached = r.Tokens - r.cached
 	r.dec.Instance = in.ID
 	r.dec.CachedTokens = r.cached

@@ -178,6 +178,9 @@ func stress(t *testing.T, cfg Config, seed uint64) {
 		if in.pendingTokens.get() != 0 || in.running.get() != 0 || in.nqueued.get() != 0 || in.queuedTokens.get() != 0 || len(in.queue) != 0 {
 			t.Errorf("instance object %s (idx %d) holds pending %d running %d queued %d/%d", in.ID, in.idx, in.pendingTokens.get(), in.running.get(), in.nqueued.get(), in.queuedTokens.get())
 		}
+		if n := in.held.len(); n != 0 {
+			t.Errorf("instance object %s (idx %d) holds %d blocks of held requests, with none queued", in.ID, in.idx, n)
+		}
 	}
 	t.Logf("%d instance objects; stats %+v", len(seen), s.Stats())
 }

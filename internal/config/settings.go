@@ -62,6 +62,8 @@ var schedulerSettings = []SchedulerSetting{
 	{Key: "max_running", YAML: "limits.max_running", fromYAML: func(c Config, _ Pool) any { return c.Limits.MaxRunning },
 		Help:  "router queues send an instance no more than this many requests in flight, as limits.max_running (0: no limit, the router's default)",
 		field: func(s *scheduler.Config) any { return &s.Queue.MaxRunning }},
+	{Key: "held", Help: "whether the blocks of requests held in a router queue count for the cache lookup of later arrivals: on | estimate | split | off (empty: on; scheduler/held.go)",
+		field: func(s *scheduler.Config) any { return &s.Queue.Held }},
 	{YAML: "pools[].block_size", fromYAML: func(_ Config, p Pool) any { return p.BlockSize },
 		field: func(s *scheduler.Config) any { return &s.BlockSize }},
 	{Key: "candidates", YAML: "pools[].candidates", fromYAML: func(_ Config, p Pool) any { return p.Candidates },

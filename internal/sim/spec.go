@@ -20,7 +20,7 @@ import (
 // simulator key in config.SchedulerSettings (the table the router's file
 // and the sim's flags use too: candidates, key_depth, split, merge,
 // window, order, late, late_idle_running, max_running, max_queue_wait,
-// oldest_wait, learn, per_token_seconds; max_running=-1: no limit even when
+// oldest_wait, held, learn, per_token_seconds; max_running=-1: no limit even when
 // --max-running sets one), and the simulator's own: budget (router-queue
 // budget in tokens; -1: no router queue), rebalance_slo (the rebalancer's
 // hotspot threshold as a fraction of the SLO), load (prefill: the TTFT
