@@ -91,7 +91,9 @@ func TestDualMapSwitchUnderShippedDefaults(t *testing.T) {
 // is within tie x prompt of the longest counts as no advantage, so a short
 // shared system prompt does not pull a request to a busier instance; a
 // longer one does. Set explicitly, 0 makes any cached block count and 1
-// makes every candidate equal.
+// makes every candidate equal. The rows where the tie decides pin the
+// home rule off (TestDualMapHome), which would keep this long prompt on
+// its first candidate.
 func TestDualMapTie(t *testing.T) {
 	const nblocks = 40 // 20,480 tokens
 	full := prompt(22, 1, 40, nblocks)
@@ -102,12 +104,12 @@ func TestDualMapTie(t *testing.T) {
 		want   int // index of the instance chosen; 0 is the holder, 1 the least loaded other
 		reason Reason
 	}{
-		{name: "default: 5% cached is a tie", held: 2, want: 1, reason: ReasonTie},
-		{name: "default: 7.5% cached is a tie", held: 3, want: 1, reason: ReasonTie},
+		{name: "default: 5% cached is a tie", params: Params{"home": 0.0}, held: 2, want: 1, reason: ReasonTie},
+		{name: "default: 7.5% cached is a tie", params: Params{"home": 0.0}, held: 3, want: 1, reason: ReasonTie},
 		{name: "default: 15% cached wins", held: 6, want: 0, reason: ReasonCache},
 		{name: "tie 0: 5% cached wins", params: Params{"tie": 0.0}, held: 2, want: 0, reason: ReasonCache},
-		{name: "tie 0.2: 15% cached is a tie", params: Params{"tie": 0.2}, held: 6, want: 1, reason: ReasonTie},
-		{name: "tie 1: 95% cached is a tie", params: Params{"tie": 1.0}, held: 38, want: 1, reason: ReasonTie},
+		{name: "tie 0.2: 15% cached is a tie", params: Params{"tie": 0.2, "home": 0.0}, held: 6, want: 1, reason: ReasonTie},
+		{name: "tie 1: 95% cached is a tie", params: Params{"tie": 1.0, "home": 0.0}, held: 38, want: 1, reason: ReasonTie},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -130,6 +132,84 @@ func TestDualMapTie(t *testing.T) {
 			}
 			if d.Instance != ids[tt.want] || d.Reason != tt.reason {
 				t.Errorf("Pick() = %s (%v), want %s (%v); holder %s has %d of %d blocks", d.Instance, d.Reason, ids[tt.want], tt.reason, ids[0], tt.held, nblocks)
+			}
+		})
+	}
+}
+
+// The home rule (home 8; off by default): a long prompt that no
+// candidate holds goes to its first candidate in ring order unless that
+// one's estimate exceeds the lowest by more than home x the prompt's own
+// prefill, or misses the SLO where another candidate meets it; a short one
+// (own prefill below coldShare x SLO) goes by load.
+func TestDualMapHome(t *testing.T) {
+	perToken, slo, _ := defaultsInSeconds(t)
+	// A long prompt's own prefill is about 0.3 x SLO, a short one's far
+	// below coldShare x SLO.
+	long := int(0.3*slo/perToken) / 512
+	const short = 1
+	if own := perToken * float64(long*512); own < coldShare*slo || own > 0.35*slo {
+		t.Fatalf("a %d-block prompt's prefill (%.2fs) is not about 0.3 x SLO", long, own)
+	}
+	if own := perToken * short * 512; own >= coldShare*slo {
+		t.Fatalf("a %d-block prompt's prefill (%.2fs) is not below coldShare x SLO", short, own)
+	}
+	busy := int(2 * slo / perToken) // work ahead that alone misses the SLO
+	home8 := Params{"home": 8.0}
+	tests := []struct {
+		name   string
+		params Params
+		blocks int
+		base   int     // every candidate's work ahead, in tokens
+		extra  float64 // the home's work ahead beyond the others', in multiples of the prompt
+		home   bool    // want the home, else the least loaded
+	}{
+		{name: "long, home a little busier, meets the SLO: home", params: home8, blocks: long, extra: 1, home: true},
+		{name: "long, home misses the SLO, another meets it: least loaded", params: home8, blocks: long, extra: 3},
+		{name: "long, all miss the SLO, home 7x its prefill busier: home", params: home8, blocks: long, base: busy, extra: 7, home: true},
+		{name: "long, all miss the SLO, home 9x its prefill busier: least loaded", params: home8, blocks: long, base: busy, extra: 9},
+		{name: "short, home a little busier: least loaded", params: home8, blocks: short, extra: 1},
+		{name: "default (home 0): least loaded", blocks: long, extra: 1},
+		{name: "home 2, all miss, 3x busier: least loaded", params: Params{"home": 2.0}, blocks: long, base: busy, extra: 3},
+		{name: "home 2, all miss, 1x busier: home", params: Params{"home": 2.0}, blocks: long, base: busy, extra: 1, home: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, ids := shipped(t, tt.params)
+			full := prompt(23, 1, tt.blocks, tt.blocks)
+			// On an idle pool every estimate is equal and the first
+			// candidate in ring order, the home, wins whatever the rule.
+			idle, err := s.Pick(&Request{Blocks: full, Tokens: tt.blocks * 512})
+			if err != nil {
+				t.Fatal(err)
+			}
+			home := idle.Instance
+			least := ""
+			others := tt.base + 100
+			for _, id := range ids {
+				l := others
+				if id == home {
+					l = tt.base + 100 + int(tt.extra*float64(tt.blocks*512))
+				} else {
+					if least == "" {
+						least = id
+					}
+					others += 100
+				}
+				if err := s.SetRemoteLoad(id, Load{PendingTokens: l}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d, err := s.Pick(&Request{Blocks: full, Tokens: tt.blocks * 512})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := least
+			if tt.home {
+				want = home
+			}
+			if d.Instance != want || d.Reason != ReasonTie {
+				t.Errorf("Pick() = %s (%v), want %s (tie); home %s, least loaded %s", d.Instance, d.Reason, want, home, least)
 			}
 		})
 	}

@@ -19,6 +19,16 @@ import (
 // candidate sets (hotprefix.go) is balanced instead: each of its candidates
 // counts as holding the prefix, and the lowest estimate wins.
 //
+// A cold prompt whose own prefill is long (at least coldShare of the SLO)
+// goes to its home, the first candidate in ring order, unless the home's
+// estimate exceeds the lowest by more than home x that prefill, or misses
+// the SLO where another candidate meets it. The router learns of a prompt's
+// blocks when it is dispatched, so the next requests of a long document that
+// arrive while its first waits in the router queue see no cached prefix
+// anywhere; choosing by load alone, each would start another full prefill of
+// the document on another candidate (the held one's work counts against its
+// instance), where going home keeps them together.
+//
 // Parameters (defaults chosen by the simulator search in
 // docs/evaluation.md; the paper's literal settings in brackets):
 //   - headroom (default 2.0 [0.5 in the authors' code], in [0.01, 8]): multiple
@@ -35,6 +45,12 @@ import (
 //     the paper's ablations: cache only, load only, min-TTFT inside the set.
 //   - rebalance (default true): let the hotspot rebalancer migrate queued
 //     requests to another candidate.
+//   - home (default 0 [0], in [0, 100]): how many times a long cold
+//     prompt's own prefill time the home's estimate may exceed the lowest
+//     before load wins (see above); 0: off, cold prompts go by load alone.
+//     8 closes the long-document loss of docs/evaluation.md ("Two known
+//     losses") at a cost of up to 1.1% elsewhere there, so it is not the
+//     default.
 type dualMap struct {
 	Headroom  float64 `param:"headroom"`
 	Hopeless  string  `param:"hopeless"`
@@ -42,11 +58,17 @@ type dualMap struct {
 	Overflow  string  `param:"overflow"`
 	Choice    string  `param:"choice"`
 	Rebalance bool    `param:"rebalance"`
+	Home      float64 `param:"home"`
 }
+
+// coldShare is the share of the SLO a cold prompt's own prefill must take
+// for the home rule: below it a second cold prefill elsewhere costs little,
+// and balancing short cold prompts (decode-heavy chat) is worth more.
+const coldShare = 0.1
 
 func init() {
 	register("dualmap", func() configurable {
-		return &dualMap{Headroom: 2.0, Hopeless: "cache", Tie: 0.1, Overflow: "none", Choice: "slo", Rebalance: true}
+		return &dualMap{Headroom: 2.0, Hopeless: "cache", Tie: 0.1, Overflow: "none", Choice: "slo", Rebalance: true, Home: 0}
 	})
 }
 
@@ -57,6 +79,7 @@ func (d *dualMap) Validate() error {
 		inRange("tie", d.Tie, 0, 1),
 		oneOf("overflow", d.Overflow, "none", "global"),
 		oneOf("choice", d.Choice, "slo", "cache", "load", "min-ttft"),
+		inRange("home", d.Home, 0, 100),
 	)
 }
 
@@ -115,6 +138,17 @@ func (d *dualMap) pick(v *view, r *Request, cands []int32) (choice, error) {
 		pick, reason = byTTFT, ReasonLoad
 	case allEqual:
 		pick, reason = byTTFT, ReasonTie
+		if d.Home > 0 && float64(maxCached) <= d.Tie*float64(r.Tokens) {
+			// Cold everywhere, as far as the router knows: a long prompt
+			// stays home unless the home is far worse, or misses the SLO
+			// where the lowest estimate meets it.
+			own := v.members[cands[0]].est.cost() * float64(r.Tokens-cached[0])
+			far := est[0]-est[byTTFT] >= d.Home*own
+			late := est[0] > v.slo && est[byTTFT] <= v.slo
+			if own >= coldShare*v.slo && !far && !late {
+				pick = 0
+			}
+		}
 	case est[byCache] > d.Headroom*v.slo:
 		pick, reason = byTTFT, ReasonLoad
 		if d.Hopeless == "cache" && est[byTTFT] > v.slo {

@@ -75,7 +75,7 @@ const PaperPreset = "dualmap-paper"
 func paperSpec(label string) Spec {
 	return Spec{
 		Label: label, Policy: "dualmap",
-		Params:   scheduler.Params{"headroom": "0.5", "hopeless": "load", "tie": "0", "overflow": "none"},
+		Params:   scheduler.Params{"headroom": "0.5", "hopeless": "load", "tie": "0", "overflow": "none", "home": "0"},
 		Settings: []Setting{{"candidates", "2"}, {"split", "2"}, {"merge", "1"}, {"window", "200"}, {"learn", "-1"}},
 		Budget:   -1, RebalanceSLO: 0.5,
 		PrefillLoad: true, NoReplicas: true,
