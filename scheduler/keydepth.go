@@ -131,6 +131,7 @@ type keyDepth struct {
 	buckets     []map[uint64]uint32 // per-bucket counts; cur is being filled
 	bucketTotal []int
 	total       int // requests in the window
+	routers     int // replicas sharing the traffic (setReplicas; 0 or 1: this one alone)
 	cur         int
 	rotations   uint64
 	bucketStart time.Duration // time-based windows only
@@ -273,11 +274,31 @@ func (k *keyDepth) observe(blocks []uint64, d int, now time.Duration) (changed b
 	}
 	k.bucketTotal[k.cur]++
 	k.total++
-	if k.cfg.WindowDuration == 0 && k.bucketTotal[k.cur] >= k.cfg.Window/k.cfg.Buckets {
+	if k.cfg.WindowDuration == 0 && k.bucketTotal[k.cur] >= k.bucketRequests() {
 		changed = k.rotate() || changed
 	}
 	return changed
 }
+
+// bucketRequests is how many observed requests close a bucket of a
+// request-counted window: Window/Buckets of the pool's traffic. A replica
+// sees only its share of it (setReplicas), so it closes a bucket after
+// that share, and its decisions come as soon, in time, as one router's:
+// counted per replica, a 600-request run at 100 requests/s gave three
+// replicas their first split decision at the run's end instead of after
+// 2 s, and their engines got 30-142 requests each against one router's
+// 69-86 (docs/evaluation.md, "Three replicas").
+func (k *keyDepth) bucketRequests() int {
+	per := k.cfg.Window / k.cfg.Buckets
+	if k.routers > 1 {
+		per /= k.routers
+	}
+	return max(per, 1)
+}
+
+// setReplicas records that n replicas share the pool's traffic, this one
+// included (fewer than 2: this one sees all of it).
+func (k *keyDepth) setReplicas(n int) { k.routers = n }
 
 func (k *keyDepth) thresholds() (split, merge float64) {
 	n := float64(max(k.n, 1))

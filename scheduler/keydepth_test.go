@@ -260,3 +260,29 @@ func TestKeyDepthShortKeysSplit(t *testing.T) {
 		t.Errorf("depth() of the hot short prompt = %d, want 2 after the split", d)
 	}
 }
+
+// A replica that shares the pool with others sees only its share of the
+// traffic: it closes a bucket after that share, so it splits a hot prefix
+// after as many of its own requests as one router would need of the
+// pool's, divided by the replicas.
+func TestKeyDepthBucketsPerReplica(t *testing.T) {
+	const n = 8
+	cfg := KeyDepthConfig{}.withDefaults()
+	per := cfg.Window / cfg.Buckets
+	hot := func(i int) []uint64 { return prompt(7, uint64(i)+1, 6, 10) }
+	probe := prompt(7, 99, 6, 10)
+	for _, tt := range []struct {
+		replicas int
+		split    bool
+	}{{1, false}, {3, true}} {
+		k := newKeyDepth(cfg, n, 512)
+		k.setReplicas(tt.replicas)
+		rng := rand.New(rand.NewPCG(1, 1))
+		var next uint64 = 1000
+		// Half a one-router bucket: enough for a third of one.
+		feed(k, rng, per/2, 0.5, hot, &next)
+		if got := k.depth(probe) > 2; got != tt.split {
+			t.Errorf("%d replicas: hot prefix split after %d own requests = %v, want %v (depth %d)", tt.replicas, per/2, got, tt.split, k.depth(probe))
+		}
+	}
+}

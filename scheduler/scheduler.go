@@ -291,6 +291,7 @@ func (s *Scheduler) Submit(r *Request, w Waiter) (Decision, error) {
 func (s *Scheduler) observe(blocks []uint64, d int, now time.Duration) {
 	s.kdMu.Lock()
 	defer s.kdMu.Unlock()
+	s.kd.setReplicas(int(s.replicas.Load()))
 	if s.kd.observe(blocks, d, now) {
 		s.publishSplits()
 	}
