@@ -53,6 +53,22 @@ func newSetTable(n int) *setTable {
 
 func (t *setTable) home(h uint64) int { return int((h * hashing.Golden) >> t.shift) }
 
+// prefixLen returns how many leading blocks of a prompt the set holds,
+// by binary search: the callers' sets are prefix-closed (a block is in
+// only with every block before it). It does not lock or allocate.
+func (s *blockSet) prefixLen(blocks []uint64) int {
+	lo, hi := 0, len(blocks) // answer in [lo, hi]
+	for lo < hi {
+		m := int(uint(lo+hi+1) >> 1)
+		if s.contains(blocks[m-1]) {
+			lo = m
+		} else {
+			hi = m - 1
+		}
+	}
+	return lo
+}
+
 // contains reports whether h is in the set. It does not lock or allocate.
 func (s *blockSet) contains(h uint64) bool {
 	if h <= slotRemoved {

@@ -108,18 +108,7 @@ func (h *heldIndex) remove(blocks []uint64) {
 
 // heldBlocks returns how many leading blocks of a prompt some held request
 // has. It does not lock or allocate.
-func (h *heldIndex) heldBlocks(blocks []uint64) int {
-	lo, hi := 0, len(blocks)
-	for lo < hi {
-		m := int(uint(lo+hi+1) >> 1)
-		if h.refs.contains(blocks[m-1]) {
-			lo = m
-		} else {
-			hi = m - 1
-		}
-	}
-	return lo
-}
+func (h *heldIndex) heldBlocks(blocks []uint64) int { return h.refs.prefixLen(blocks) }
 
 // sharedBlocks returns how many leading blocks of a prompt at least two
 // held requests have: for a held request, the prefix it shares with

@@ -37,18 +37,7 @@ func newKVIndex(capacityBlocks int) *kvIndex {
 
 // cachedBlocks returns how many leading blocks of a prompt are held. It
 // relies on the prefix-closed invariant and does not lock or allocate.
-func (kv *kvIndex) cachedBlocks(blocks []uint64) int {
-	lo, hi := 0, len(blocks) // answer in [lo, hi]
-	for lo < hi {
-		m := int(uint(lo+hi+1) >> 1)
-		if kv.slot.contains(blocks[m-1]) {
-			lo = m
-		} else {
-			hi = m - 1
-		}
-	}
-	return lo
-}
+func (kv *kvIndex) cachedBlocks(blocks []uint64) int { return kv.slot.prefixLen(blocks) }
 
 // add records a prompt's blocks as cached, most recent, evicting the least
 // recently used blocks beyond capacity.
