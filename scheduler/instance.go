@@ -212,12 +212,17 @@ type EngineLoad struct {
 // says more.
 func (in *instance) load() load {
 	reqs := in.prefilling.get() + in.nqueued.get() + in.remote.Queued.get()
-	run := min(max(in.inFlight(), in.engineRunning.get()), in.est.cfg.MaxSeqs)
+	slots := in.est.cfg.MaxSeqs
+	if n := in.engineSlots.get(); n > 0 && in.engineQueuing() {
+		// Full by its own report: its learned limit is what runs.
+		slots = n
+	}
 	return load{
 		ahead:    in.ahead(),
 		requests: max(reqs, in.engineWaiting.get()),
-		running:  run,
+		running:  min(max(in.inFlight(), in.engineRunning.get()), slots),
 		occupied: max(in.inFlight(), in.engineRunning.get()+in.engineWaiting.get()),
+		slots:    slots,
 		memory:   in.memory(),
 	}
 }
