@@ -136,9 +136,14 @@ func (f *aheadFit) own() float64 { return f.ownv.get() }
 // moved. Between reports of no queue nothing is assumed: an engine at its
 // limit without a queue may be one whose limit is higher than seen.
 func (in *instance) engineQueuing() bool {
-	w := in.engineWaiting.get()
-	return w > 0 && in.engineRunning.get() >= in.engineSlots.get() &&
-		w+in.sinceReport.dispatched.get()-in.sinceReport.completed.get() >= 0
+	return in.engineWaiting.get() > 0 && in.engineRunning.get() >= in.engineSlots.get() && in.queueLeft()
+}
+
+// queueLeft reports whether the engine's last reported queue may still be
+// there: this replica has seen no more of its requests complete since the
+// report than the waiting ones and those it dispatched since.
+func (in *instance) queueLeft() bool {
+	return in.engineWaiting.get()+in.sinceReport.dispatched.get()-in.sinceReport.completed.get() >= 0
 }
 
 // aheadBudget is the time, in seconds, the work ahead on an instance may

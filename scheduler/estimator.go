@@ -30,11 +30,8 @@ import (
 // i and not finished, the engine runs at most MaxSeqs at a time, and one
 // frees every S_i / MaxSeqs seconds, S_i being the learned mean time from
 // dispatch to completion (an average of observed requests). While the
-// engine's own report shows it full (a queue, with as many running as it
-// was ever seen running with a queue: instance.engineQueuing), MaxSeqs is
-// that learned limit instead: an engine configured for 16 sequences, as
-// llm-d's simulator and many vLLM deployments are, would otherwise look
-// free of slot waits until 256 requests were in flight there.
+// engine's own reports show it full, MaxSeqs is the limit learned from them
+// instead (slots.go).
 //
 // c_i and k_i are one pair for the whole pool unless CostConfig.PerInstance:
 // an instance that a high estimate keeps idle would otherwise never be

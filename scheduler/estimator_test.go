@@ -208,68 +208,6 @@ func TestSlotWaitThroughScheduler(t *testing.T) {
 	}
 }
 
-// An engine that reports itself full (a queue, with as many running as it
-// was ever seen running with one) has its learned limit as the estimate's
-// MaxSeqs: with the prior of 256 a 16-sequence engine looks free of slot
-// waits until 256 requests are in flight. A queue below the limit (one
-// waiting for memory) and a report of no queue leave the prior in place,
-// as does the router seeing more completions since the report than the
-// engine had waiting.
-func TestSlotWaitLearnedLimit(t *testing.T) {
-	cost := bare(CostConfig{PerToken: 0.0001, ServiceTime: 8, LearnRate: -1}) // MaxSeqs 256
-	s, _ := mustNew(t, Config{Policy: "least-loaded", Cost: cost}, 1)
-	id := pool(1)[0].ID
-	probe := req(prompt(9, 9, 0, 2))
-	estimate := func() time.Duration {
-		t.Helper()
-		d, err := s.Pick(probe)
-		if err != nil {
-			t.Fatalf("Pick() error = %v", err)
-		}
-		return d.EstimatedTTFT
-	}
-	report := func(l EngineLoad) {
-		t.Helper()
-		if err := s.SetEngineLoad(id, l); err != nil {
-			t.Fatal(err)
-		}
-	}
-	idle := estimate()
-	report(EngineLoad{Waiting: 4, Running: 16})
-	// 20 occupied on a 16-slot engine: 5 over, S/16 = 0.5 s each.
-	if got, want := estimate()-idle, 2500*time.Millisecond; got < want-time.Microsecond || got > want+time.Microsecond {
-		t.Errorf("engine full at 16 running with 4 waiting: the estimate grew by %v, want the slot wait %v", got, want)
-	}
-	for _, l := range []EngineLoad{
-		{Waiting: 4, Running: 10}, // a queue below the limit: memory, not slots
-		{Waiting: 0, Running: 16}, // at the limit, no queue
-	} {
-		report(l)
-		if got := estimate() - idle; got != 0 {
-			t.Errorf("after a report of %+v: the estimate grew by %v, want no slot wait (256 slots)", l, got)
-		}
-	}
-	var rs []*Request
-	for k := range 2 {
-		r := req(prompt(uint64(k+1), uint64(k+1), 0, 2))
-		route(t, s, r)
-		s.FirstToken(r)
-		rs = append(rs, r)
-	}
-	report(EngineLoad{Waiting: 1, Running: 16})
-	if estimate() == idle {
-		t.Fatal("engine full again: want a slot wait")
-	}
-	for _, r := range rs {
-		s.Complete(r) // more completions since the report than it had waiting
-	}
-	// What remains is the engine's one waiting request as work ahead, at
-	// the average uncached prompt (1,024 tokens x 0.1 ms), not 1 s of slots.
-	if got, want := estimate()-idle, 102400*time.Microsecond; got < want-time.Microsecond || got > want+time.Microsecond {
-		t.Errorf("after the engine's queue drained as far as the router saw: the estimate grew by %v, want %v (no slot wait)", got, want)
-	}
-}
-
 // What the other estimator tests leave open (each found by a mutant that
 // lived): the per-request cost counts every request ahead (P x (N+1), not
 // P / (N+1)); the q term is in terms() as in ttft(); the service time

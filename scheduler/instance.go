@@ -85,6 +85,9 @@ type instance struct {
 	// as far as seen: the most it reported running while it also reported
 	// requests waiting (admission.go); 0 until then.
 	engineSlots counter
+	// slotLimit is the running limit learned from lasting queues, for
+	// the estimate (slots.go).
+	slotLimit   slotLimit
 	avgUncached atomicFloat
 	// prefilling counts the dispatched requests not yet through prefill,
 	// kvTokens the prompt tokens of those dispatched and not completed
@@ -212,11 +215,7 @@ type EngineLoad struct {
 // says more.
 func (in *instance) load() load {
 	reqs := in.prefilling.get() + in.nqueued.get() + in.remote.Queued.get()
-	slots := in.est.cfg.MaxSeqs
-	if n := in.engineSlots.get(); n > 0 && in.engineQueuing() {
-		// Full by its own report: its learned limit is what runs.
-		slots = n
-	}
+	slots := in.slots()
 	return load{
 		ahead:    in.ahead(),
 		requests: max(reqs, in.engineWaiting.get()),
