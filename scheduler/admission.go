@@ -140,10 +140,20 @@ func (in *instance) engineQueuing() bool {
 }
 
 // queueLeft reports whether the engine's last reported queue may still be
-// there: this replica has seen no more of its requests complete since the
-// report than the waiting ones and those it dispatched since.
+// there: no more requests have completed there since the report than the
+// waiting ones and those dispatched since. A replica sees only its own
+// dispatches and completions; with SetReplicas(n) it counts each as n, the
+// share of the pool's it stands for (else n replicas would wait for n times
+// the completions, and hold requests on an engine that has drained until
+// its next report).
 func (in *instance) queueLeft() bool {
-	return in.engineWaiting.get()+in.sinceReport.dispatched.get()-in.sinceReport.completed.get() >= 0
+	net := in.sinceReport.dispatched.get() - in.sinceReport.completed.get()
+	if in.replicas != nil {
+		if n := int(in.replicas.Load()); n > 1 {
+			net *= n
+		}
+	}
+	return in.engineWaiting.get()+net >= 0
 }
 
 // aheadBudget is the time, in seconds, the work ahead on an instance may

@@ -42,6 +42,11 @@ type InstanceState struct {
 	Estimate      TTFTTerms // estimated TTFT of a new fully cached request, by term
 	AheadCost     float64   // learned marginal TTFT of a token of work ahead, seconds (admission.go)
 	EngineQueuing bool      // the engine queues requests it cannot start, as far as this replica can tell
+	// Slots is the running limit the estimate's slot wait uses now: the
+	// one learned from the engine's lasting queues while it shows one,
+	// else the configured prior (slots.go); SlotLimit is the learned one
+	// (0: none yet).
+	Slots, SlotLimit int
 }
 
 // instance is the scheduler's live state of one member.
@@ -88,6 +93,8 @@ type instance struct {
 	// slotLimit is the running limit learned from lasting queues, for
 	// the estimate (slots.go).
 	slotLimit   slotLimit
+	// replicas is the scheduler's SetReplicas count (queueLeft).
+	replicas *atomic.Int64
 	avgUncached atomicFloat
 	// prefilling counts the dispatched requests not yet through prefill,
 	// kvTokens the prompt tokens of those dispatched and not completed
@@ -315,6 +322,7 @@ func (in *instance) state() InstanceState {
 		Prefilling: in.prefilling.get(), Memory: in.memory(),
 		Estimate:  in.est.terms(in.load(), 0),
 		AheadCost: in.est.ahead.cost(), EngineQueuing: in.engineQueuing(),
+		Slots: in.slots(), SlotLimit: in.slotLimit.limit.get(),
 	}
 }
 

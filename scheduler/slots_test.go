@@ -49,6 +49,9 @@ func TestSlotWaitLearnedLimit(t *testing.T) {
 	if got, want := estimate()-idle, 2500*time.Millisecond; !near(got, want) {
 		t.Errorf("a queue for %v at 16 running with 4 waiting: the estimate grew by %v, want the slot wait %v", slotConfirm, got, want)
 	}
+	if st := s.Instances()[0]; st.Slots != 16 || st.SlotLimit != 16 {
+		t.Errorf("Instances(): slots %d, slot limit %d; want 16 and 16", st.Slots, st.SlotLimit)
+	}
 	for _, l := range []EngineLoad{
 		{Waiting: 4, Running: 10}, // a queue below the limit: memory, not slots
 		{Waiting: 0, Running: 16}, // at the limit, no queue
