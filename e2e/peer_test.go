@@ -43,6 +43,10 @@ func dualmapPicker() picker {
 		for i, e := range s.engines {
 			cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, fmt.Sprintf("address: 127.0.0.1:%d", 8001+i), "address: "+e.addr)
 		}
+		if extra := os.Getenv("DUALMAP_PEER_DUALMAP_POOL"); extra != "" {
+			// The same for the pool's keys, e.g. "metrics: {enabled: false}".
+			cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, "    block_size: 16\n", "    block_size: 16\n    "+extra+"\n")
+		}
 		if extra := os.Getenv("DUALMAP_PEER_DUALMAP_LIMITS"); extra != "" {
 			// A diagnosis knob: more limits keys for dualmap, e.g.
 			// "queue_budget_tokens: -1" (no router queue).

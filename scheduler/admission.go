@@ -136,9 +136,24 @@ func (f *aheadFit) own() float64 { return f.ownv.get() }
 // moved. Between reports of no queue nothing is assumed: an engine at its
 // limit without a queue may be one whose limit is higher than seen.
 func (in *instance) engineQueuing() bool {
-	w := in.engineWaiting.get()
-	return w > 0 && in.engineRunning.get() >= in.engineSlots.get() &&
-		w+in.sinceReport.dispatched.get()-in.sinceReport.completed.get() >= 0
+	return in.engineWaiting.get() > 0 && in.engineRunning.get() >= in.engineSlots.get() && in.queueLeft()
+}
+
+// queueLeft reports whether the engine's last reported queue may still be
+// there: no more requests have completed there since the report than the
+// waiting ones and those dispatched since. A replica sees only its own
+// dispatches and completions; with SetReplicas(n) it counts each as n, the
+// share of the pool's it stands for (else n replicas would wait for n times
+// the completions, and hold requests on an engine that has drained until
+// its next report).
+func (in *instance) queueLeft() bool {
+	net := in.sinceReport.dispatched.get() - in.sinceReport.completed.get()
+	if in.replicas != nil {
+		if n := int(in.replicas.Load()); n > 1 {
+			net *= n
+		}
+	}
+	return in.engineWaiting.get()+net >= 0
 }
 
 // aheadBudget is the time, in seconds, the work ahead on an instance may

@@ -158,6 +158,39 @@ func TestAdaptiveHoldsWhileEngineQueues(t *testing.T) {
 	}
 }
 
+// With SetReplicas(3) each of this replica's completions stands for three
+// of the pool's: an engine that reported 2 waiting has drained, as far as
+// this replica can tell, after its first completion there (one replica
+// would wait for three).
+func TestEngineQueueDrainsForTheReplicasShare(t *testing.T) {
+	for _, tt := range []struct {
+		replicas, completions int
+		queuing               bool
+	}{
+		{1, 2, true}, {1, 3, false}, {3, 0, true}, {3, 1, false},
+	} {
+		s, _ := adaptive(t, 1)
+		s.SetReplicas(tt.replicas)
+		id := pool(1)[0].ID
+		var sent []*Request
+		for i := range 4 {
+			r := req(prompt(uint64(i), uint64(i), 0, 1))
+			route(t, s, r)
+			sent = append(sent, r)
+		}
+		if err := s.SetEngineLoad(id, EngineLoad{Waiting: 2, Running: 16}); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range sent[:tt.completions] {
+			s.FirstToken(r)
+			s.Complete(r)
+		}
+		if got := state(s, id).EngineQueuing; got != tt.queuing {
+			t.Errorf("%d replicas, %d completions since a report of 2 waiting: EngineQueuing = %v, want %v", tt.replicas, tt.completions, got, tt.queuing)
+		}
+	}
+}
+
 // Requests waiting in an engine below the most it was seen running with a
 // queue wait for memory, not for a slot: the router does not hold them.
 func TestAdaptiveEngineSlotsAreLearned(t *testing.T) {

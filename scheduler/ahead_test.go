@@ -49,8 +49,12 @@ func TestAheadCountsEveryLoad(t *testing.T) {
 		}, 2158},
 		{"engine queue longer", func(t *testing.T, s *Scheduler, _ *fakeClock, id string) {
 			route(t, s, req(prompt(1, 1, 0, 4))) // average uncached: 2048
-			if err := s.SetEngineLoad(id, EngineLoad{Waiting: 3, Running: 1}); err != nil {
-				t.Fatal(err)
+			// A limit of 16 seen once, then a queue below it (waiting
+			// for memory, not a slot: no slot wait in the estimate).
+			for _, l := range []EngineLoad{{Waiting: 1, Running: 16}, {Waiting: 3, Running: 1}} {
+				if err := s.SetEngineLoad(id, l); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}, 3 * 2048},
 		{"engine queue shorter", func(t *testing.T, s *Scheduler, _ *fakeClock, id string) {

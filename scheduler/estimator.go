@@ -29,7 +29,9 @@ import (
 // last term is the wait for a sequence slot: O_i requests are dispatched to
 // i and not finished, the engine runs at most MaxSeqs at a time, and one
 // frees every S_i / MaxSeqs seconds, S_i being the learned mean time from
-// dispatch to completion (an average of observed requests).
+// dispatch to completion (an average of observed requests). While the
+// engine's own reports show it full, MaxSeqs is the limit learned from them
+// instead (slots.go).
 //
 // c_i and k_i are one pair for the whole pool unless CostConfig.PerInstance:
 // an instance that a high estimate keeps idle would otherwise never be
@@ -205,6 +207,7 @@ type load struct {
 	requests int     // requests ahead in prefill
 	running  int     // sequences running (decode batch)
 	occupied int     // requests dispatched and not finished (running or waiting in the engine)
+	slots    int     // the sequences the engine runs at once (0: CostConfig.MaxSeqs)
 	memory   float64 // KV memory in use, fraction
 }
 
@@ -246,11 +249,15 @@ func (e *estimator) ttft(l load, uncached int) float64 {
 
 // slotWait is the expected wait for a sequence slot.
 func (e *estimator) slotWait(l load) float64 {
-	over := l.occupied - e.cfg.MaxSeqs + 1
+	n := l.slots
+	if n <= 0 {
+		n = e.cfg.MaxSeqs
+	}
+	over := l.occupied - n + 1
 	if over <= 0 {
 		return 0
 	}
-	return e.svc.get() * float64(over) / float64(e.cfg.MaxSeqs)
+	return e.svc.get() * float64(over) / float64(n)
 }
 
 // serviceTime is the learned mean time from dispatch to completion.

@@ -42,6 +42,11 @@ type InstanceState struct {
 	Estimate      TTFTTerms // estimated TTFT of a new fully cached request, by term
 	AheadCost     float64   // learned marginal TTFT of a token of work ahead, seconds (admission.go)
 	EngineQueuing bool      // the engine queues requests it cannot start, as far as this replica can tell
+	// Slots is the running limit the estimate's slot wait uses now: the
+	// one learned from the engine's lasting queues while it shows one,
+	// else the configured prior (slots.go); SlotLimit is the learned one
+	// (0: none yet).
+	Slots, SlotLimit int
 }
 
 // instance is the scheduler's live state of one member.
@@ -85,6 +90,11 @@ type instance struct {
 	// as far as seen: the most it reported running while it also reported
 	// requests waiting (admission.go); 0 until then.
 	engineSlots counter
+	// slotLimit is the running limit learned from lasting queues, for
+	// the estimate (slots.go).
+	slotLimit   slotLimit
+	// replicas is the scheduler's SetReplicas count (queueLeft).
+	replicas *atomic.Int64
 	avgUncached atomicFloat
 	// prefilling counts the dispatched requests not yet through prefill,
 	// kvTokens the prompt tokens of those dispatched and not completed
@@ -212,12 +222,13 @@ type EngineLoad struct {
 // says more.
 func (in *instance) load() load {
 	reqs := in.prefilling.get() + in.nqueued.get() + in.remote.Queued.get()
-	run := min(max(in.inFlight(), in.engineRunning.get()), in.est.cfg.MaxSeqs)
+	slots := in.slots()
 	return load{
 		ahead:    in.ahead(),
 		requests: max(reqs, in.engineWaiting.get()),
-		running:  run,
+		running:  min(max(in.inFlight(), in.engineRunning.get()), slots),
 		occupied: max(in.inFlight(), in.engineRunning.get()+in.engineWaiting.get()),
+		slots:    slots,
 		memory:   in.memory(),
 	}
 }
@@ -311,6 +322,7 @@ func (in *instance) state() InstanceState {
 		Prefilling: in.prefilling.get(), Memory: in.memory(),
 		Estimate:  in.est.terms(in.load(), 0),
 		AheadCost: in.est.ahead.cost(), EngineQueuing: in.engineQueuing(),
+		Slots: in.slots(), SlotLimit: in.slotLimit.limit.get(),
 	}
 }
 

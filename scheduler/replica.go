@@ -209,6 +209,7 @@ func (s *Scheduler) SetEngineLoad(id string, l EngineLoad) error {
 	if l.Waiting > 0 && l.Running > in.engineSlots.get() {
 		in.engineSlots.set(l.Running)
 	}
+	in.slotLimit.report(s.now(), l)
 	in.mu.Unlock()
 	return nil
 }

@@ -572,7 +572,7 @@ func (s *Scheduler) SetInstances(list []Instance) error {
 		in := s.byID[spec.ID]
 		if in == nil {
 			s.seq++
-			in = &instance{Instance: Instance{ID: spec.ID}, healthy: true, seq: s.seq, idx: -1}
+			in = &instance{Instance: Instance{ID: spec.ID}, healthy: true, seq: s.seq, idx: -1, replicas: &s.replicas}
 			in.est = s.est
 			if s.cfg.Cost.PerInstance {
 				in.est = newEstimator(&s.cfg.Cost, s.est.cost(), s.est.stepScale())

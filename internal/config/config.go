@@ -151,7 +151,11 @@ type Pool struct {
 	// scheduler's, 4).
 	Candidates int `yaml:"candidates"`
 	// Metrics polls each instance's Prometheus endpoint as a second load
-	// signal (vLLM's and SGLang's queue gauges).
+	// signal (vLLM's, SGLang's and llama.cpp's queue gauges and KV use).
+	// On by default: an engine's own queue is what tells the router that
+	// it is full, and its running limit (max_num_seqs) is learned from it.
+	// An endpoint that does not serve the page (llama.cpp without
+	// --metrics) only costs a failed request per interval.
 	Metrics Metrics `yaml:"metrics"`
 	// ChatTemplate is how chats are rendered before they are tokenized:
 	// "auto" (the default, also for "") the model's own chat template,
@@ -209,7 +213,7 @@ type KVEvents struct {
 
 // Metrics configures polling of the instances' own metrics.
 type Metrics struct {
-	Enabled  bool          `yaml:"enabled"`
+	Enabled  *bool         `yaml:"enabled"`  // default true; false: off
 	Path     string        `yaml:"path"`     // default /metrics
 	Interval time.Duration `yaml:"interval"` // default 1s
 }
@@ -428,3 +432,6 @@ type Log struct {
 	Level  string `yaml:"level"`  // debug | info (default) | warn | error
 	Format string `yaml:"format"` // text (default) | json
 }
+
+// On reports whether the instances' metrics are polled.
+func (m Metrics) On() bool { return m.Enabled == nil || *m.Enabled }

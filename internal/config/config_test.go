@@ -30,6 +30,27 @@ func TestParseMinimalGetsDefaults(t *testing.T) {
 	}
 }
 
+// The engines' metrics are polled unless a pool says enabled: false.
+func TestMetricsOnByDefault(t *testing.T) {
+	for _, tt := range []struct {
+		extra string
+		want  bool
+	}{
+		{"", true},
+		{"    metrics: {interval: 2s}\n", true},
+		{"    metrics: {enabled: true}\n", true},
+		{"    metrics: {enabled: false}\n", false},
+	} {
+		c, err := Parse([]byte(minimal+tt.extra), nil)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", tt.extra, err)
+		}
+		if got := c.Pools[0].Metrics.On(); got != tt.want {
+			t.Errorf("Parse(%q): metrics on = %v, want %v", tt.extra, got, tt.want)
+		}
+	}
+}
+
 func TestSchedulerSettingsDefaultToTheSchedulers(t *testing.T) {
 	c, err := Parse([]byte(minimal), nil)
 	if err != nil {

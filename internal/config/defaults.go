@@ -129,6 +129,10 @@ func (c Config) WithDefaults() Config {
 		if p.Policy.Name == "" {
 			p.Policy.Name = sd.Policy
 		}
+		if p.Metrics.Enabled == nil {
+			on := true
+			p.Metrics.Enabled = &on
+		}
 		if p.Metrics.Path == "" {
 			p.Metrics.Path = "/metrics"
 		}

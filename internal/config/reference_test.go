@@ -261,6 +261,8 @@ func typeName(t reflect.Type) string {
 		return "int"
 	case t.Kind() == reflect.Float64:
 		return "number"
+	case t.Kind() == reflect.Pointer:
+		return typeName(t.Elem()) // a scalar whose unset value has a default
 	}
 	return t.Kind().String()
 }

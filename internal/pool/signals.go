@@ -77,7 +77,7 @@ func (p *Pool) Health(id string, ok bool) { p.probed(id, ok) }
 // sources are the engine signal sources pool pc's configuration asks for.
 func (m *Manager) sources(pc config.Pool) []Source {
 	out := []Source{probeSource{client: m.client, path: m.cfg.Health.Path, interval: m.cfg.Health.Interval, timeout: m.cfg.Health.Timeout}}
-	if pc.Metrics.Enabled {
+	if pc.Metrics.On() {
 		out = append(out, promSource{client: m.client, path: pc.Metrics.Path, interval: pc.Metrics.Interval, timeout: m.cfg.Health.Timeout})
 	}
 	if pc.KVEvents.Enabled {

@@ -1,0 +1,68 @@
+package scheduler
+
+import "time"
+
+// The running limit the TTFT estimate's slot wait uses (estimator.go's
+// S_i x max(0, O_i - MaxSeqs + 1) / MaxSeqs). CostConfig.MaxSeqs is a prior
+// (256 unless configured); an engine that runs fewer at once, as llm-d's
+// simulator at 16 and many vLLM deployments do, would look free of slot
+// waits until that many requests were in flight there, and a cache-rich
+// instance would keep getting requests that wait in its engine's queue.
+//
+// The engine's own reports (pools[].metrics, SetEngineLoad) show the limit
+// when it is reached: requests wait while as many run as can. A queue seen
+// once is no proof: every arrival waits in an engine's queue until its next
+// step, so a report can catch one at any load. The limit is therefore
+// learned only from a lasting queue, one that every report has shown for
+// at least slotConfirm, and it is the most running seen in one. While the
+// engine's reports show such a queue with that many running, and this
+// replica has not seen it drain since (instance.queueLeft), the estimate
+// counts the learned limit instead of the prior; otherwise the prior.
+//
+// The admission rule's engineSlots (admission.go) learns from any queue,
+// for a different purpose: there a false "full" holds a request in the
+// router queue for one report, where it can still be reordered and moved.
+
+// slotConfirm is how long an engine's queue must last, report after
+// report, before its running count is taken as its limit: several engine
+// steps (tens of milliseconds each), and two reports at the default
+// metrics interval of 1 s.
+const slotConfirm = 250 * time.Millisecond
+
+// slotLimit is what an instance's reports taught about its running limit.
+type slotLimit struct {
+	queued bool          // the last report showed a queue; guarded by instance.mu
+	since  time.Duration // when the reports started showing it; guarded by instance.mu
+	// limit is the most running seen with a lasting queue (0: none yet);
+	// lasting is 1 while the last report's queue has lasted slotConfirm.
+	limit, lasting counter
+}
+
+// report records one engine report made at now. Called under instance.mu.
+func (l *slotLimit) report(now time.Duration, e EngineLoad) {
+	if e.Waiting == 0 {
+		l.queued = false
+		l.lasting.set(0)
+		return
+	}
+	if !l.queued {
+		l.queued, l.since = true, now
+	}
+	if now-l.since < slotConfirm {
+		l.lasting.set(0)
+		return
+	}
+	l.lasting.set(1)
+	if e.Running > l.limit.get() {
+		l.limit.set(e.Running)
+	}
+}
+
+// slots is the running limit the instance's estimate uses now.
+func (in *instance) slots() int {
+	n := in.slotLimit.limit.get()
+	if n > 0 && in.slotLimit.lasting.get() == 1 && in.engineRunning.get() >= n && in.queueLeft() {
+		return n
+	}
+	return in.est.cfg.MaxSeqs
+}
