@@ -92,9 +92,9 @@ type instance struct {
 	engineSlots counter
 	// slotLimit is the running limit learned from lasting queues, for
 	// the estimate (slots.go).
-	slotLimit   slotLimit
+	slotLimit slotLimit
 	// replicas is the scheduler's SetReplicas count (queueLeft).
-	replicas *atomic.Int64
+	replicas    *atomic.Int64
 	avgUncached atomicFloat
 	// prefilling counts the dispatched requests not yet through prefill,
 	// kvTokens the prompt tokens of those dispatched and not completed
