@@ -278,6 +278,7 @@ func (m *Manager) newPool(pc config.Pool, store state.Store, wrap func(Scheduler
 // Close releases the tokenizers, the xDS subscriptions and the
 // shared-state connections. Call it after Run has returned.
 func (m *Manager) Close() {
+	m.client.CloseIdleConnections()
 	for _, p := range m.pools {
 		p.stopMembers()
 		p.encoder.Close()
@@ -396,6 +397,9 @@ func (m *Manager) Run(ctx context.Context) {
 		}
 	}
 	wg.Wait()
+	// The probes' and metrics polls' keep-alive connections would
+	// outlive the sources.
+	m.client.CloseIdleConnections()
 }
 
 func (m *Manager) ticker(ctx context.Context) {
