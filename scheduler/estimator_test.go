@@ -185,14 +185,7 @@ func TestSlotWaitThroughScheduler(t *testing.T) {
 	cost := bare(CostConfig{PerToken: 0.0001, MaxSeqs: maxSeqs, ServiceTime: 8, LearnRate: -1})
 	s, _ := mustNew(t, Config{Policy: "least-loaded", Cost: cost}, 1)
 	probe := req(prompt(9, 9, 0, 2))
-	estimate := func() time.Duration {
-		t.Helper()
-		d, err := s.Pick(probe)
-		if err != nil {
-			t.Fatalf("Pick() error = %v", err)
-		}
-		return d.EstimatedTTFT
-	}
+	estimate := func() time.Duration { t.Helper(); return estimated(t, s, probe) }
 	idle := estimate()
 	for running := 1; running <= maxSeqs+1; running++ {
 		r := req(prompt(uint64(running), uint64(running), 0, 2))

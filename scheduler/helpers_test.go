@@ -76,6 +76,16 @@ func route(t testing.TB, s *Scheduler, r *Request) Decision {
 	return d
 }
 
+// estimated is Pick's estimated TTFT for r (Pick changes nothing).
+func estimated(t testing.TB, s *Scheduler, r *Request) time.Duration {
+	t.Helper()
+	d, err := s.Pick(r)
+	if err != nil {
+		t.Fatalf("Pick() error = %v", err)
+	}
+	return d.EstimatedTTFT
+}
+
 func state(s *Scheduler, id string) InstanceState {
 	for _, st := range s.Instances() {
 		if st.ID == id {

@@ -18,14 +18,7 @@ func TestSlotWaitLearnedLimit(t *testing.T) {
 	s, clk := mustNew(t, Config{Policy: "least-loaded", Cost: cost}, 1)
 	id := pool(1)[0].ID
 	probe := req(prompt(9, 9, 0, 2))
-	estimate := func() time.Duration {
-		t.Helper()
-		d, err := s.Pick(probe)
-		if err != nil {
-			t.Fatalf("Pick() error = %v", err)
-		}
-		return d.EstimatedTTFT
-	}
+	estimate := func() time.Duration { t.Helper(); return estimated(t, s, probe) }
 	report := func(l EngineLoad) {
 		t.Helper()
 		if err := s.SetEngineLoad(id, l); err != nil {
