@@ -441,14 +441,9 @@ func TestParentZeroAndSequenceFromOne(t *testing.T) {
 // publisher keeps dialing instead of failing, and once the router binds
 // its batches arrive.
 func TestDialBeforeSubscriber(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := portOf(l.Addr())
-	l.Close() // nothing listens there until the subscriber binds
+	addr := unusedAddr(t) // nothing listens there until the subscriber binds
 	id := "127.0.0.1:8001"
-	p, err := NewPublisher(PublisherConfig{Endpoint: fmt.Sprintf("tcp://127.0.0.1:%d", port), Mode: Connect, Topic: "kv@" + id + "@m", Encoding: Maps})
+	p, err := NewPublisher(PublisherConfig{Endpoint: "tcp://" + addr, Mode: Connect, Topic: "kv@" + id + "@m", Encoding: Maps})
 	if err != nil {
 		t.Fatalf("NewPublisher with no subscriber up: %v", err)
 	}
@@ -459,7 +454,7 @@ func TestDialBeforeSubscriber(t *testing.T) {
 	e.publish(t, ev)                   // lost to the live socket: no peer yet
 	time.Sleep(300 * time.Millisecond) // let a few dial attempts fail first
 	rec := newRecorder()
-	s := run(t, Config{Pool: "p", Mode: Bind, Bind: fmt.Sprintf("tcp://127.0.0.1:%d", port), BlockSize: 4}, []string{id}, rec)
+	s := run(t, Config{Pool: "p", Mode: Bind, Bind: "tcp://" + addr, BlockSize: 4}, []string{id}, rec)
 	ready, _ := s.Listening()
 	select {
 	case <-ready:
@@ -476,12 +471,7 @@ func TestDialBeforeSubscriber(t *testing.T) {
 // TestDialingPublisherCloses: Close ends a publisher that is still
 // dialing a subscriber that never comes up.
 func TestDialingPublisherCloses(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := unusedAddr(t)
 	p, err := NewPublisher(PublisherConfig{Endpoint: "tcp://" + addr, Mode: Connect})
 	if err != nil {
 		t.Fatal(err)
@@ -493,4 +483,16 @@ func TestDialingPublisherCloses(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not return within 10s while dialing")
 	}
+}
+
+// unusedAddr returns a loopback address that nothing listens on (one the
+// kernel just gave out and that was closed again).
+func unusedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
