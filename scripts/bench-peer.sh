@@ -30,6 +30,9 @@
 #   DUALMAP_PEER_RAMP_REQUESTS requests per ramp step [300]
 #   DUALMAP_PEER_NOQUEUE    dualmap's limits line "without the router queue"
 #                           (ramp and the dualmap-noqueue picker) [queue_budget_tokens: -1]
+#   DUALMAP_PEER_DUALMAP_POOL one more pool key for dualmap's config, e.g.
+#                           'metrics: {enabled: false}' (an A/B of a default) [none]
+#   DUALMAP_PEER_DUALMAP_LIMITS one more limits key for dualmap's config [none]
 #   DUALMAP_PEER_CLIENT     replay (dualmap replay, in process) or aiperf
 #                           (bash scripts/aiperf-run.sh <base-url> <mooncake file> <rate> <outdir>) [replay]
 #   DUALMAP_PEER_CONCURRENCY replay's cap on requests in flight [4096]
