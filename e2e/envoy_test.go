@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/goccy/go-yaml"
 )
@@ -154,5 +155,75 @@ func TestShippedEnvoyOverwritesServedHost(t *testing.T) {
 				t.Errorf("%s:%d: %s is added, not written over the upstream's", f, i+1, strings.TrimSpace(l))
 			}
 		}
+	}
+}
+
+// engineKeepAlive is how long the engines we front keep an idle
+// keep-alive connection open: vLLM's and SGLang's uvicorn
+// (timeout_keep_alive) and llama-server's cpp-httplib all close it after
+// 5 s.
+const engineKeepAlive = 5 * time.Second
+
+// Every shipped Envoy closes an idle connection to a model server before
+// the engine does. Otherwise a request Envoy writes on a pooled connection
+// just as the engine closes it fails with a 503 ("upstream connect error
+// or disconnect/reset before headers. reset reason: connection
+// termination"), and the route does not retry it: a sent request may have
+// started a generation. (One run in the CI rehearsals lost a request to
+// llama-server that way.)
+func TestShippedEnvoyClosesIdleEngineConnectionsFirst(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(repoRoot, "envoy", "*.yaml"))
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var boot struct {
+			StaticResources struct {
+				Clusters []struct {
+					Name    string `yaml:"name"`
+					Options map[string]struct {
+						Common struct {
+							IdleTimeout string `yaml:"idle_timeout"`
+						} `yaml:"common_http_protocol_options"`
+					} `yaml:"typed_extension_protocol_options"`
+				} `yaml:"clusters"`
+			} `yaml:"static_resources"`
+		}
+		if err := yaml.Unmarshal(raw, &boot); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		engines := 0
+		for _, c := range boot.StaticResources.Clusters {
+			if c.Name != "model_servers" && c.Name != "inference_pool" {
+				continue
+			}
+			engines++
+			s := c.Options["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"].Common.IdleTimeout
+			d, err := time.ParseDuration(s)
+			if err != nil || d <= 0 || d >= engineKeepAlive {
+				t.Errorf("%s: cluster %s's upstream idle_timeout is %q (Envoy's default is 1 h); want below the engines' %v keep-alive", filepath.Base(f), c.Name, s, engineKeepAlive)
+			}
+		}
+		if engines != 1 {
+			t.Errorf("%s: %d model-server clusters (model_servers or inference_pool), want 1", filepath.Base(f), engines)
+		}
+	}
+	// The chart's template is not YAML until rendered (charts/test checks
+	// its output in a real Envoy): its one model-server cluster says so too.
+	b, err := os.ReadFile(filepath.Join(repoRoot, "charts", "dualmap", "templates", "envoy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "common_http_protocol_options: {idle_timeout: 4s}"); n != 1 {
+		t.Errorf("charts/dualmap/templates/envoy.yaml sets the model servers' idle_timeout %d times, want once", n)
+	}
+	// Envoy Gateway's policy for the route.
+	b, err = os.ReadFile(filepath.Join(repoRoot, "examples", "envoy-gateway", "resources", "dualmap.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "connectionIdleTimeout: 4s") {
+		t.Errorf("examples/envoy-gateway/resources/dualmap.yaml: the BackendTrafficPolicy sets no connectionIdleTimeout below the engines' keep-alive")
 	}
 }

@@ -622,3 +622,23 @@ func TestRedisRestartedUnderTraffic(t *testing.T) {
 		t.Errorf("%d requests failed while Redis restarted, want 0", failed)
 	}
 }
+
+// The shipped Envoy closes an idle connection to an engine on its own,
+// before the engines' keep-alive ends (TestShippedEnvoyClosesIdleEngine-
+// ConnectionsFirst checks the settings; this checks that a real Envoy
+// acts on them).
+func TestEnvoyClosesIdleEngineConnections(t *testing.T) {
+	s := startStack(t, stackOptions{})
+	if r := s.post("/v1/chat/completions", chatBody("idle "+systemPrompt, "hi", false, 4)); r.failed() {
+		t.Fatalf("request: %v", r)
+	}
+	const stat = "cluster.model_servers.upstream_cx_idle_timeout"
+	start := time.Now()
+	for s.envoyStat(t, stat) == 0 {
+		if time.Since(start) > 2*engineKeepAlive {
+			t.Fatalf("%s still 0 after %v: Envoy keeps idle engine connections open (its default is 1 h)", stat, time.Since(start).Round(time.Millisecond))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("Envoy closed its idle engine connection after %v", time.Since(start).Round(100*time.Millisecond))
+}
