@@ -395,15 +395,15 @@ func busiest(t *testing.T, s *stack, prompt func(w, i int) string) string {
 // is refused, the connections that carried inference are reset). The
 // router keeps choosing it whenever its backoff ends (the health check
 // brings it back), so its requests must be saved by failover: Envoy's
-// route retries once on connect-failure, reset-before-request and
-// refused-stream (envoy/front-proxy.yaml), and the override_host policy
-// sends the retry to the second address of x-gateway-destination-endpoint,
-// the router's fallback. A refused connect is retried; a request already
-// sent when its connection is reset is not (reset-before-request covers
-// only requests not yet sent, and "reset" is not in retry_on: a generation
-// may have begun). So the requests in flight on the engine when the fault
-// strikes fail, at most one per client, and every later request succeeds;
-// those the router sent to the engine are served by their fallback.
+// route retries once on connect-failure, reset-before-request,
+// refused-stream and reset (envoy/front-proxy.yaml), and the override_host
+// policy sends the retry to the second address of
+// x-gateway-destination-endpoint, the router's fallback. A refused connect
+// is retried, and so is a request reset before its response began; one
+// whose response had begun is not (Envoy retries only before then). So at
+// most the requests streaming from the engine when the fault strikes fail,
+// at most one per client, and every later request succeeds; those the
+// router sent to the engine are served by their fallback.
 func TestEngineFailover(t *testing.T) {
 	s := startStack(t, stackOptions{})
 	prompt := func(w, i int) string { return fmt.Sprintf("w%d p%d %s", w, i%8, systemPrompt) }
