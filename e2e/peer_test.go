@@ -31,6 +31,22 @@ type picker struct {
 	start func(t testing.TB, s *stack, grpcPort, healthPort int) *proc
 }
 
+// withPeerKnobs adds to a dualmap config made from examples/gateway-epp.yaml
+// the diagnosis knobs of the peer runs: DUALMAP_PEER_DUALMAP_POOL, one more
+// line of pool keys (e.g. "metrics: {enabled: false}" or "policy: {name:
+// dualmap, params: {rebalance: false}}"), and DUALMAP_PEER_DUALMAP_LIMITS,
+// one more line of limits keys (e.g. "queue_budget_tokens: -1").
+func withPeerKnobs(t testing.TB, cfg string) string {
+	t.Helper()
+	if extra := os.Getenv("DUALMAP_PEER_DUALMAP_POOL"); extra != "" {
+		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, "    block_size: 16\n", "    block_size: 16\n    "+extra+"\n")
+	}
+	if extra := os.Getenv("DUALMAP_PEER_DUALMAP_LIMITS"); extra != "" {
+		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, "limits:\n", "limits:\n  "+extra+"\n")
+	}
+	return cfg
+}
+
 // dualmapPicker is dualmap with examples/gateway-epp.yaml as is (its
 // defaults), only the engines' addresses and the ports changed.
 func dualmapPicker() picker {
@@ -43,15 +59,7 @@ func dualmapPicker() picker {
 		for i, e := range s.engines {
 			cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, fmt.Sprintf("address: 127.0.0.1:%d", 8001+i), "address: "+e.addr)
 		}
-		if extra := os.Getenv("DUALMAP_PEER_DUALMAP_POOL"); extra != "" {
-			// The same for the pool's keys, e.g. "metrics: {enabled: false}".
-			cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, "    block_size: 16\n", "    block_size: 16\n    "+extra+"\n")
-		}
-		if extra := os.Getenv("DUALMAP_PEER_DUALMAP_LIMITS"); extra != "" {
-			// A diagnosis knob: more limits keys for dualmap, e.g.
-			// "queue_budget_tokens: -1" (no router queue).
-			cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, "limits:\n", "limits:\n  "+extra+"\n")
-		}
+		cfg = withPeerKnobs(t, cfg)
 		ap := freePort(t)
 		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `grpc: ":9002"`, fmt.Sprintf(`grpc: "127.0.0.1:%d"`, gp))
 		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `admin: "127.0.0.1:9090"`, fmt.Sprintf(`admin: "127.0.0.1:%d"`, ap))

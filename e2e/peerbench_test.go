@@ -143,6 +143,11 @@ func benchDualmapPool(name, policy, limits, pool string) benchPicker {
 		if pool != "" {
 			cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, "    block_size: 16\n", "    block_size: 16\n"+pool)
 		}
+		if policy == "" {
+			// dualmap's own policy: the runs' knobs apply (they were read
+			// only by TestPeer before, so make bench-peer ignored them).
+			cfg = withPeerKnobs(t, cfg)
+		}
 		ap := freePort(t)
 		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `grpc: ":9002"`, fmt.Sprintf(`grpc: "127.0.0.1:%d"`, gp))
 		cfg = replaceOnce(t, "examples/gateway-epp.yaml", cfg, `admin: "127.0.0.1:9090"`, fmt.Sprintf(`admin: "127.0.0.1:%d"`, ap))
@@ -420,7 +425,8 @@ func benchRun(t testing.TB, eng peerEngines, pk benchPicker, replicas int, w pee
 
 // saveRouterState writes, after a run, each picker replica's /metrics and
 // /debug/instances (router-<i>.metrics, router-<i>.instances.json) and
-// each engine's /metrics (engine-<i>.metrics) into dir, for reading where
+// each engine's /metrics (engine-<i>.metrics) and dualmap's configs
+// (dualmap-<i>.yaml) into dir, for reading where
 // the requests went: dualmap_decisions_total by reason, migrations, the
 // engines' own prefix-cache counters per instance. A page that does not
 // answer (llm-d's picker has no /debug/instances) is skipped.
@@ -455,6 +461,18 @@ func (b *benchStack) saveRouterState(t testing.TB, dir string) {
 		}
 		if err := os.WriteFile(filepath.Join(dir, f.file), body, 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+	// dualmap's config as each replica read it (the knobs included).
+	cfgs, _ := filepath.Glob(filepath.Join(b.dir, "dualmap-*.yaml"))
+	for _, c := range cfgs {
+		if body, err := os.ReadFile(c); err == nil {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, filepath.Base(c)), body, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }
