@@ -151,11 +151,12 @@ type Pool struct {
 	// scheduler's, 4).
 	Candidates int `yaml:"candidates"`
 	// Metrics polls each instance's Prometheus endpoint as a second load
-	// signal (vLLM's, SGLang's and llama.cpp's queue gauges and KV use).
-	// On by default: an engine's own queue is what tells the router that
-	// it is full, and its running limit (max_num_seqs) is learned from it.
-	// An endpoint that does not serve the page (llama.cpp without
-	// --metrics) only costs a failed request per interval.
+	// signal (vLLM's, SGLang's and llama.cpp's queue gauges and KV use),
+	// from which the engine's running limit (max_num_seqs) is learned.
+	// Off by default: on llm-d's simulator and on `dualmap engine` polling
+	// cost TTFT p90/p99 (up to 30%) and, with three replicas, 4-6 points
+	// of hit rate, and gained nothing beyond the runs' spread
+	// (docs/evaluation.md, "Polling on against off, measured again").
 	Metrics Metrics `yaml:"metrics"`
 	// ChatTemplate is how chats are rendered before they are tokenized:
 	// "auto" (the default, also for "") the model's own chat template,
@@ -213,7 +214,7 @@ type KVEvents struct {
 
 // Metrics configures polling of the instances' own metrics.
 type Metrics struct {
-	Enabled  *bool         `yaml:"enabled"`  // default true; false: off
+	Enabled  *bool         `yaml:"enabled"`  // default false
 	Path     string        `yaml:"path"`     // default /metrics
 	Interval time.Duration `yaml:"interval"` // default 1s
 }
@@ -434,4 +435,4 @@ type Log struct {
 }
 
 // On reports whether the instances' metrics are polled.
-func (m Metrics) On() bool { return m.Enabled == nil || *m.Enabled }
+func (m Metrics) On() bool { return m.Enabled != nil && *m.Enabled }

@@ -31,13 +31,13 @@ func TestParseMinimalGetsDefaults(t *testing.T) {
 }
 
 // The engines' metrics are polled unless a pool says enabled: false.
-func TestMetricsOnByDefault(t *testing.T) {
+func TestMetricsOffByDefault(t *testing.T) {
 	for _, tt := range []struct {
 		extra string
 		want  bool
 	}{
-		{"", true},
-		{"    metrics: {interval: 2s}\n", true},
+		{"", false},
+		{"    metrics: {interval: 2s}\n", false},
 		{"    metrics: {enabled: true}\n", true},
 		{"    metrics: {enabled: false}\n", false},
 	} {

@@ -130,8 +130,8 @@ func (c Config) WithDefaults() Config {
 			p.Policy.Name = sd.Policy
 		}
 		if p.Metrics.Enabled == nil {
-			on := true
-			p.Metrics.Enabled = &on
+			off := false
+			p.Metrics.Enabled = &off
 		}
 		if p.Metrics.Path == "" {
 			p.Metrics.Path = "/metrics"
