@@ -154,7 +154,7 @@ type Pool struct {
 	// signal (vLLM's, SGLang's and llama.cpp's queue gauges and KV use),
 	// from which the engine's running limit (max_num_seqs) is learned.
 	// Off by default: on llm-d's simulator and on `dualmap engine` polling
-	// cost TTFT p90/p99 (up to 30%) and, with three replicas, 4-6 points
+	// cost TTFT p90/p99 (up to a third) and, with three replicas, 4-6 points
 	// of hit rate, and gained nothing beyond the runs' spread
 	// (docs/evaluation.md, "Polling on against off, measured again").
 	Metrics Metrics `yaml:"metrics"`

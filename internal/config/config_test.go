@@ -30,7 +30,7 @@ func TestParseMinimalGetsDefaults(t *testing.T) {
 	}
 }
 
-// The engines' metrics are polled unless a pool says enabled: false.
+// The engines' metrics are polled only where a pool says enabled: true.
 func TestMetricsOffByDefault(t *testing.T) {
 	for _, tt := range []struct {
 		extra string
