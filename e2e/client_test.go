@@ -36,13 +36,19 @@ func chatBody(system, user string, stream bool, maxTokens int) []byte {
 
 var client = &http.Client{Timeout: 60 * time.Second}
 
-func (s *stack) post(path string, body []byte, hdr ...string) reply {
+// newPost is a JSON POST of body to the stack's path, with hdr as
+// name, value pairs.
+func (s *stack) newPost(path string, body []byte, hdr []string) *http.Request {
 	req, _ := http.NewRequest("POST", s.url+path, bytes.NewReader(body))
 	req.Header.Set("content-type", "application/json")
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := client.Do(req)
+	return req
+}
+
+func (s *stack) post(path string, body []byte, hdr ...string) reply {
+	resp, err := client.Do(s.newPost(path, body, hdr))
 	if err != nil {
 		return reply{err: err}
 	}

@@ -166,11 +166,10 @@ const engineKeepAlive = 5 * time.Second
 
 // Every shipped Envoy closes an idle connection to a model server before
 // the engine does. Otherwise a request Envoy writes on a pooled connection
-// just as the engine closes it fails with a 503 ("upstream connect error
-// or disconnect/reset before headers. reset reason: connection
-// termination"), and the route does not retry it: a sent request may have
-// started a generation. (One run in the CI rehearsals lost a request to
-// llama-server that way.)
+// just as the engine closes it gets a 503 ("upstream connect error or
+// disconnect/reset before headers. reset reason: connection termination")
+// where the route does not retry resets (gateway-epp.yaml), and costs a
+// retry where it does.
 func TestShippedEnvoyClosesIdleEngineConnectionsFirst(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(repoRoot, "envoy", "*.yaml"))
 	for _, f := range files {

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,12 +98,7 @@ type llamaUsage struct {
 
 func (s *stack) llamaPost(body []byte, hdr ...string) llamaReply {
 	start := time.Now()
-	req, _ := http.NewRequest("POST", s.url+"/v1/chat/completions", bytes.NewReader(body))
-	req.Header.Set("content-type", "application/json")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := client.Do(req)
+	resp, err := client.Do(s.newPost("/v1/chat/completions", body, hdr))
 	if err != nil {
 		return llamaReply{err: err}
 	}
