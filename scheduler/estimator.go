@@ -38,8 +38,9 @@ import (
 // observed, and never corrected. c starts from the profile
 // (CostConfig.PerToken), k from 1, and both are refined online: each observed
 // TTFT t, measured from dispatch, is compared with the estimate p made at
-// dispatch (memory factor and q term taken out); the log-ratio, clipped to
-// ±MaxStep, moves each coefficient by LearnRate times its term's share of p,
+// dispatch (memory factor and q term taken out, the slot wait left in);
+// the log-ratio, clipped to ±MaxStep, moves each coefficient by LearnRate
+// times its term's share of p (the slot wait's share moves neither),
 // so the prefill cost learns from long prompts on quiet instances and the
 // step overhead from cached requests on busy ones. An outlier (a GC pause)
 // moves them by at most LearnRate*MaxStep while a lasting change is tracked
@@ -285,15 +286,20 @@ type sample struct {
 	work, steps float64 // W and the unscaled step overhead
 	uncached    int
 	mem         float64 // the memory factor minus one
+	slot        float64 // the estimated wait for a sequence slot, seconds
 }
 
 func (e *estimator) sampleOf(l load, uncached int) sample {
 	w, steps := e.work(l, uncached)
-	return sample{work: w, steps: steps, uncached: uncached, mem: e.memFactor(l.memory)}
+	return sample{work: w, steps: steps, uncached: uncached, mem: e.memFactor(l.memory), slot: e.slotWait(l)}
 }
 
 // observe refines c and k from one measured TTFT (seconds from dispatch)
-// of a request dispatched with sample s.
+// of a request dispatched with sample s. The slot wait the estimate
+// counted at dispatch is compared with the measurement too, but only c and
+// k learn from the ratio, by their shares of the whole: a slot wait that
+// did happen is not prefill cost, and one the estimate missed raises c and
+// k as before.
 func (e *estimator) observe(s sample, ttft float64) {
 	if e.cfg.LearnRate < 0 || s.work <= 0 || !(ttft > 0) {
 		return
@@ -307,7 +313,7 @@ func (e *estimator) observe(s sample, ttft float64) {
 		oc, ok := e.costv.bits.Load(), e.stepv.bits.Load()
 		c, k := math.Float64frombits(oc), math.Float64frombits(ok)
 		pc, pk := c*s.work, k*s.steps
-		p := pc + pk
+		p := pc + pk + s.slot/(1+s.mem)
 		if !(p > 0) {
 			return
 		}

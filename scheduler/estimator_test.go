@@ -177,6 +177,39 @@ func TestEstimatorSlotWait(t *testing.T) {
 	}
 }
 
+// A slot wait the estimate counted and the engine then showed is not
+// prefill cost: the learned per-token cost stays at the hardware's while
+// every measured TTFT carries a wait for a slot, and rises to take in a
+// wait the estimate did not count (MaxSeqs above the engine's limit).
+func TestEstimatorLearnsAroundSlotWait(t *testing.T) {
+	const truth, svc, maxSeqs = 0.0002, 2.0, 4
+	for _, tt := range []struct {
+		name    string
+		counted bool // the estimate knows the limit
+	}{{"counted", true}, {"missed", false}} {
+		seqs := maxSeqs
+		if !tt.counted {
+			seqs = 256
+		}
+		cfg := bare(CostConfig{PerToken: 0.0001, MaxSeqs: seqs, ServiceTime: svc})
+		e := newEstimator(&cfg, cfg.PerToken, 1)
+		rng := rand.New(rand.NewPCG(2, 2))
+		for range 2000 {
+			occ := rng.IntN(3 * maxSeqs)
+			wait := svc * float64(max(0, occ-maxSeqs+1)) / maxSeqs
+			work := 1000 + rng.IntN(4000)
+			e.observe(e.sampleOf(load{occupied: occ}, work), truth*float64(work)+wait)
+		}
+		rel := (e.cost() - truth) / truth
+		if tt.counted && math.Abs(rel) > 0.05 {
+			t.Errorf("%s: learned cost %g, want within 5%% of %g", tt.name, e.cost(), truth)
+		}
+		if !tt.counted && rel < 1 {
+			t.Errorf("%s: learned cost %g, want the missed waits in it (above 2x %g)", tt.name, e.cost(), truth)
+		}
+	}
+}
+
 // The same boundary as the scheduler sees it: requests dispatched to an
 // instance and through prefill occupy its slots until they complete; the
 // estimate jumps by S/MaxSeqs when the MaxSeqs-th is running, not before.
