@@ -187,17 +187,11 @@ func (s *Scheduler) AnyReadyOf(n uint64, only []string) (string, error) {
 // metrics endpoint). A longer engine queue than the router's estimate makes
 // the instance look that busy (see instance.ahead).
 func (s *Scheduler) SetEngineLoad(id string, l EngineLoad) error {
-	if l.Waiting < 0 || l.Running < 0 {
-		return fmt.Errorf("scheduler: engine load for %q: negative value in %+v", id, l)
-	}
-	if !(l.KVUsage >= 0 && l.KVUsage <= 1) {
-		return fmt.Errorf("scheduler: engine load for %q: kv usage %g is outside [0, 1]", id, l.KVUsage)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	in := s.byID[id]
-	if in == nil {
-		return fmt.Errorf("%w %q", ErrUnknownInstance, id)
+	in, err := s.engineReport(id, l)
+	if err != nil {
+		return err
 	}
 	in.mu.Lock() // the counts since the report restart with it
 	in.engineWaiting.set(l.Waiting)
@@ -212,4 +206,37 @@ func (s *Scheduler) SetEngineLoad(id string, l EngineLoad) error {
 	in.slotLimit.report(s.now(), l)
 	in.mu.Unlock()
 	return nil
+}
+
+// SetEngineLimit records a report of instance id's own load for what it
+// shows of the engine's running limit only (slots.go): nothing else of it
+// enters the estimates or admission. Use one of SetEngineLoad and
+// SetEngineLimit per instance.
+func (s *Scheduler) SetEngineLimit(id string, l EngineLoad) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, err := s.engineReport(id, l)
+	if err != nil {
+		return err
+	}
+	in.mu.Lock()
+	in.slotLimit.learn(s.now(), l)
+	in.mu.Unlock()
+	return nil
+}
+
+// engineReport validates a report of instance id's load and returns the
+// instance. The caller holds s.mu.
+func (s *Scheduler) engineReport(id string, l EngineLoad) (*instance, error) {
+	if l.Waiting < 0 || l.Running < 0 {
+		return nil, fmt.Errorf("scheduler: engine load for %q: negative value in %+v", id, l)
+	}
+	if !(l.KVUsage >= 0 && l.KVUsage <= 1) {
+		return nil, fmt.Errorf("scheduler: engine load for %q: kv usage %g is outside [0, 1]", id, l.KVUsage)
+	}
+	in := s.byID[id]
+	if in == nil {
+		return nil, fmt.Errorf("%w %q", ErrUnknownInstance, id)
+	}
+	return in, nil
 }

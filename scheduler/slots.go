@@ -19,6 +19,18 @@ import "time"
 // replica has not seen it drain since (instance.queueLeft), the estimate
 // counts the learned limit instead of the prior; otherwise the prior.
 //
+// Reports that teach the limit alone (SetEngineLimit, pools[].metrics
+// with enabled false: the default) keep the engine's queue and running
+// count out of estimates and admission, where they measured worse than the
+// router's own count (docs/evaluation.md, "Polling on against off"). There
+// a limit is taken only from a lasting queue at the most running any report
+// has shown: an engine can queue below its limit for a while (a long
+// prompt's prefill taking every step's token budget, a full KV cache), and
+// a limit learned there would count slot waits that do not happen. A report
+// of more running than the learned limit makes it unknown again until a
+// lasting queue at the new most. While it is known, the estimate's slot
+// wait compares it with the requests in flight as the routers count them.
+//
 // The admission rule's engineSlots (admission.go) learns from any queue,
 // for a different purpose: there a false "full" holds a request in the
 // router queue for one report, where it can still be reordered and moved.
@@ -34,8 +46,10 @@ type slotLimit struct {
 	queued bool          // the last report showed a queue; guarded by instance.mu
 	since  time.Duration // when the reports started showing it; guarded by instance.mu
 	// limit is the most running seen with a lasting queue (0: none yet);
-	// lasting is 1 while the last report's queue has lasted slotConfirm.
-	limit, lasting counter
+	// lasting is 1 while the last report's queue has lasted slotConfirm;
+	// only is 1 once a report came through SetEngineLimit.
+	limit, lasting, only counter
+	most                 int // the most running any SetEngineLimit report showed; guarded by instance.mu
 }
 
 // report records one engine report made at now. Called under instance.mu.
@@ -58,10 +72,36 @@ func (l *slotLimit) report(now time.Duration, e EngineLoad) {
 	}
 }
 
+// learn records one report made at now that teaches the limit alone.
+// Called under instance.mu.
+func (l *slotLimit) learn(now time.Duration, e EngineLoad) {
+	l.only.set(1)
+	if e.Running > l.most {
+		l.most = e.Running
+		if e.Running > l.limit.get() {
+			l.limit.set(0) // more ran than the limit: it was none
+		}
+	}
+	if e.Waiting == 0 {
+		l.queued = false
+		return
+	}
+	if !l.queued {
+		l.queued, l.since = true, now
+	}
+	if now-l.since >= slotConfirm && e.Running >= l.most {
+		l.limit.set(e.Running)
+	}
+}
+
 // slots is the running limit the instance's estimate uses now.
 func (in *instance) slots() int {
 	n := in.slotLimit.limit.get()
-	if n > 0 && in.slotLimit.lasting.get() == 1 && in.engineRunning.get() >= n && in.queueLeft() {
+	switch {
+	case n == 0:
+	case in.slotLimit.only.get() == 1:
+		return n
+	case in.slotLimit.lasting.get() == 1 && in.engineRunning.get() >= n && in.queueLeft():
 		return n
 	}
 	return in.est.cfg.MaxSeqs

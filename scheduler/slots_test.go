@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -75,5 +76,79 @@ func TestSlotWaitLearnedLimit(t *testing.T) {
 	}
 	if got := estimate() - idle; !near(got, ahead) {
 		t.Errorf("after the engine's queue drained as far as the router saw: the estimate grew by %v, want %v (no slot wait)", got, ahead)
+	}
+}
+
+// Reports through SetEngineLimit teach the limit and nothing else: the
+// engine's queue does not count as work ahead, and a queue below the most
+// running seen (a long prefill, a full KV cache) teaches no limit. A
+// lasting queue at the most running does, and from then on the router's
+// own requests in flight are compared with it, whatever the later reports
+// say, until one shows more running than the limit.
+func TestSlotLimitFromReportsAlone(t *testing.T) {
+	cost := bare(CostConfig{PerToken: 0.0001, ServiceTime: 8, LearnRate: -1}) // MaxSeqs 256
+	s, clk := mustNew(t, Config{Policy: "least-loaded", Cost: cost}, 1)
+	id := pool(1)[0].ID
+	probe := req(prompt(9, 9, 0, 2))
+	estimate := func() time.Duration { t.Helper(); return estimated(t, s, probe) }
+	report := func(l EngineLoad) {
+		t.Helper()
+		if err := s.SetEngineLimit(id, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lasting := func(l EngineLoad) {
+		t.Helper()
+		report(l)
+		clk.Advance(slotConfirm)
+		report(l)
+	}
+	near := func(got, want time.Duration) bool { return got > want-time.Microsecond && got < want+time.Microsecond }
+	idle := estimate()
+	var rs []*Request
+	for k := range 19 {
+		r := req(prompt(uint64(k+1), uint64(k+1), 0, 0)) // no blocks: no prefill work
+		route(t, s, r)
+		s.FirstToken(r)
+		rs = append(rs, r)
+	}
+	busy := estimate() // 19 in flight, no slot wait on 256 slots
+	if busy != idle {
+		t.Fatalf("19 fully cached requests in flight changed the estimate by %v; the test wants none", busy-idle)
+	}
+	report(EngineLoad{Running: 18})
+	lasting(EngineLoad{Waiting: 30, Running: 12}) // below the most seen
+	if got := estimate() - busy; got != 0 {
+		t.Errorf("a lasting queue at 12 running after 18 were seen: the estimate grew by %v, want nothing (no limit, the queue not counted)", got)
+	}
+	if st := s.Instances()[0]; st.SlotLimit != 0 || st.Slots != 256 {
+		t.Errorf("Instances(): slot limit %d, slots %d; want 0 and 256", st.SlotLimit, st.Slots)
+	}
+	lasting(EngineLoad{Waiting: 2, Running: 18})
+	// 19 in flight on 18 slots: 19 - 18 + 1 = 2 over, S/18 each.
+	if got, want := estimate()-busy, 16*time.Second/18; !near(got, want) {
+		t.Errorf("a lasting queue at the most running (18): the estimate grew by %v, want the slot wait %v", got, want)
+	}
+	report(EngineLoad{}) // the engine drained: the limit stays
+	if got, want := estimate()-busy, 16*time.Second/18; !near(got, want) {
+		t.Errorf("after a report of an idle engine: the estimate grew by %v, want the slot wait %v", got, want)
+	}
+	if st := s.Instances()[0]; st.SlotLimit != 18 || st.Slots != 18 {
+		t.Errorf("Instances(): slot limit %d, slots %d; want 18 and 18", st.SlotLimit, st.Slots)
+	}
+	report(EngineLoad{Running: 19}) // more than the limit ran
+	if got := estimate() - busy; got != 0 {
+		t.Errorf("after a report of 19 running over a limit of 18: the estimate grew by %v, want no slot wait", got)
+	}
+	for _, l := range []EngineLoad{{Waiting: -1}, {KVUsage: 2}} {
+		if err := s.SetEngineLimit(id, l); err == nil {
+			t.Errorf("SetEngineLimit(%+v) = nil, want an error", l)
+		}
+	}
+	if err := s.SetEngineLimit("nowhere:1", EngineLoad{}); !errors.Is(err, ErrUnknownInstance) {
+		t.Errorf("SetEngineLimit of an unknown instance = %v, want ErrUnknownInstance", err)
+	}
+	for _, r := range rs {
+		s.Complete(r)
 	}
 }

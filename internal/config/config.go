@@ -150,13 +150,16 @@ type Pool struct {
 	// Candidates is the number of hash rings, 1 to 4 (default the
 	// scheduler's, 4).
 	Candidates int `yaml:"candidates"`
-	// Metrics polls each instance's Prometheus endpoint as a second load
-	// signal (vLLM's, SGLang's and llama.cpp's queue gauges and KV use),
-	// from which the engine's running limit (max_num_seqs) is learned.
-	// Off by default: on llm-d's simulator and on `dualmap engine` polling
-	// cost TTFT p90/p99 (up to a third) and, with three replicas, 4-6 points
-	// of hit rate, and gained nothing beyond the runs' spread
-	// (docs/evaluation.md, "Polling on against off, measured again").
+	// Metrics polls each instance's Prometheus endpoint (vLLM's, SGLang's
+	// and llama.cpp's queue and running gauges and KV use). By default
+	// (learn_limit) only the engine's running limit (max_num_seqs) is
+	// learned from it, for the TTFT estimate's wait for a sequence slot; an
+	// endpoint that does not answer leaves the prior limit (256). enabled
+	// also feeds the gauges into the estimates and admission as a second
+	// load signal. That is off by default: on llm-d's simulator and on
+	// `dualmap engine` it cost TTFT p90/p99 (up to a third) and, with three
+	// replicas, 4-6 points of hit rate, and gained nothing beyond the runs'
+	// spread (docs/evaluation.md, "Polling on against off, measured again").
 	Metrics Metrics `yaml:"metrics"`
 	// ChatTemplate is how chats are rendered before they are tokenized:
 	// "auto" (the default, also for "") the model's own chat template,
@@ -214,9 +217,15 @@ type KVEvents struct {
 
 // Metrics configures polling of the instances' own metrics.
 type Metrics struct {
-	Enabled  *bool         `yaml:"enabled"`  // default false
-	Path     string        `yaml:"path"`     // default /metrics
-	Interval time.Duration `yaml:"interval"` // default 1s
+	// Enabled feeds the engines' reported queues, running requests and KV
+	// memory into the estimates and admission.
+	Enabled *bool `yaml:"enabled"` // default false
+	// LearnLimit polls them while Enabled is false only to learn each
+	// engine's running limit (vLLM's max_num_seqs) from a lasting queue, for
+	// the estimate's wait for a sequence slot.
+	LearnLimit *bool         `yaml:"learn_limit"` // default true
+	Path       string        `yaml:"path"`        // default /metrics
+	Interval   time.Duration `yaml:"interval"`    // default 1s
 }
 
 // Instance is one model server.
@@ -434,5 +443,9 @@ type Log struct {
 	Format string `yaml:"format"` // text (default) | json
 }
 
-// On reports whether the instances' metrics are polled.
+// On reports whether the instances' reported load is used.
 func (m Metrics) On() bool { return m.Enabled != nil && *m.Enabled }
+
+// Limit reports whether the instances' metrics are polled for their
+// running limit alone (On is false).
+func (m Metrics) Limit() bool { return !m.On() && (m.LearnLimit == nil || *m.LearnLimit) }

@@ -133,6 +133,10 @@ func (c Config) WithDefaults() Config {
 			off := false
 			p.Metrics.Enabled = &off
 		}
+		if p.Metrics.LearnLimit == nil {
+			on := true
+			p.Metrics.LearnLimit = &on
+		}
 		if p.Metrics.Path == "" {
 			p.Metrics.Path = "/metrics"
 		}

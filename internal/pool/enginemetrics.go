@@ -78,19 +78,27 @@ func parseEngineMetrics(r io.Reader) (scheduler.EngineLoad, bool) {
 }
 
 // promSource polls every instance's Prometheus exposition (pools[].metrics:
-// path, interval) for the load it reports of itself.
+// path, interval) for the load it reports of itself, or, with limitOnly,
+// for what that load shows of its running limit (pools[].metrics.enabled
+// false, learn_limit true).
 type promSource struct {
-	client   *http.Client
-	path     string
-	interval time.Duration
-	timeout  time.Duration
+	client    *http.Client
+	path      string
+	interval  time.Duration
+	timeout   time.Duration
+	limitOnly bool
 }
 
 func (promSource) Name() string { return "engine_metrics" }
 
 func (s promSource) Run(ctx context.Context, sink Sink) {
 	everyInstance(ctx, s.interval, sink, func(id string) {
-		if l, ok := s.poll(ctx, id); ok {
+		l, ok := s.poll(ctx, id)
+		switch {
+		case !ok:
+		case s.limitOnly:
+			sink.Limit(id, l)
+		default:
 			sink.Load(id, l)
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dualmap/dualmap/scheduler"
 )
@@ -62,4 +63,46 @@ pools:
 		}
 		return false
 	})
+}
+
+// By default the metrics are polled for the engine's running limit alone:
+// a lasting queue at the most running teaches it, and the reported queue
+// itself stays out of the instance's load. With learn_limit false nothing
+// is learned.
+func TestEngineMetricsLimitOnly(t *testing.T) {
+	full := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			fmt.Fprintln(w, "vllm:num_requests_waiting{model_name=\"m\"} 12")
+			fmt.Fprintln(w, "vllm:num_requests_running{model_name=\"m\"} 16")
+		}
+	}))
+	defer full.Close()
+	addr := strings.TrimPrefix(full.URL, "http://")
+	state := func(m *testManager) scheduler.InstanceState {
+		for _, st := range m.Pools()[0].Instances() {
+			if st.ID == addr {
+				return st
+			}
+		}
+		return scheduler.InstanceState{}
+	}
+	m := startManager(t, parseConfig(t, `
+pools:
+  - instances: [{address: "`+addr+`"}, {address: "`+healthyInstance(t)+`"}]
+    metrics: {interval: 100ms}
+`), true, Options{})
+	waitFor(t, "the running limit learned from the polled queue", func() bool { return state(m).SlotLimit == 16 })
+	if st := state(m); st.Slots != 16 || st.Engine != (scheduler.EngineLoad{}) {
+		t.Errorf("limit only: slots %d, engine load %+v; want 16 and none", st.Slots, st.Engine)
+	}
+	off := startManager(t, parseConfig(t, `
+pools:
+  - instances: [{address: "`+addr+`"}, {address: "`+healthyInstance(t)+`"}]
+    metrics: {learn_limit: false, interval: 100ms}
+`), true, Options{})
+	// Five intervals, more than the two polls a limit needs.
+	time.Sleep(500 * time.Millisecond)
+	if st := state(off); st.SlotLimit != 0 || st.Slots != 256 {
+		t.Errorf("learn_limit false: slot limit %d, slots %d; want 0 and 256", st.SlotLimit, st.Slots)
+	}
 }

@@ -39,8 +39,10 @@ type Sink interface {
 	// membership: a source reads them on every round).
 	Addresses() []string
 	// Load sets the load instance id reports of itself (waiting and
-	// running requests, KV memory in use).
+	// running requests, KV memory in use); Limit takes from such a
+	// report only what it shows of the engine's running limit.
 	Load(id string, l scheduler.EngineLoad)
+	Limit(id string, l scheduler.EngineLoad)
 	// Stored records that id's KV cache holds the prompt with these
 	// chained blocks (the engine's own report of a stored prefix).
 	Stored(id string, blocks []uint64)
@@ -63,6 +65,14 @@ func (p *Pool) Load(id string, l scheduler.EngineLoad) {
 	}
 }
 
+// Limit implements Sink.
+func (p *Pool) Limit(id string, l scheduler.EngineLoad) {
+	_ = p.sched.SetEngineLimit(id, l) // an instance that left meanwhile: nothing to set
+	if p.pd != nil {
+		_ = p.pd.sched.SetEngineLimit(id, l)
+	}
+}
+
 // Stored implements Sink.
 func (p *Pool) Stored(id string, blocks []uint64) {
 	_ = p.sched.AddCached(id, blocks) // an instance that left meanwhile: nothing to record
@@ -77,8 +87,9 @@ func (p *Pool) Health(id string, ok bool) { p.probed(id, ok) }
 // sources are the engine signal sources pool pc's configuration asks for.
 func (m *Manager) sources(pc config.Pool) []Source {
 	out := []Source{probeSource{client: m.client, path: m.cfg.Health.Path, interval: m.cfg.Health.Interval, timeout: m.cfg.Health.Timeout}}
-	if pc.Metrics.On() {
-		out = append(out, promSource{client: m.client, path: pc.Metrics.Path, interval: pc.Metrics.Interval, timeout: m.cfg.Health.Timeout})
+	if pc.Metrics.On() || pc.Metrics.Limit() {
+		out = append(out, promSource{client: m.client, path: pc.Metrics.Path, interval: pc.Metrics.Interval, timeout: m.cfg.Health.Timeout,
+			limitOnly: !pc.Metrics.On()})
 	}
 	if pc.KVEvents.Enabled {
 		out = append(out, m.kvSource(pc))
