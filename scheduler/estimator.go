@@ -28,8 +28,10 @@ import (
 // full KV cache stops admitting new requests until running ones finish. The
 // last term is the wait for a sequence slot: O_i requests are dispatched to
 // i and not finished, the engine runs at most MaxSeqs at a time, and one
-// frees every S_i / MaxSeqs seconds, S_i being the learned mean time from
-// dispatch to completion (an average of observed requests). While the
+// frees every S_i / MaxSeqs seconds, S_i being the learned mean time a
+// request holds a slot (an average of observed requests: from the first
+// token to completion, plus the request's own prefill as the estimate
+// costs it on an idle instance, or its TTFT if that was shorter). While the
 // engine's own reports show it full, MaxSeqs is the limit learned from them
 // instead (slots.go).
 //
@@ -84,9 +86,10 @@ type CostConfig struct {
 	// default Queue.MaxRunning when set, else 256); requests beyond it wait
 	// for a slot.
 	MaxSeqs int
-	// ServiceTime is the prior of S, the mean seconds from dispatch to
-	// completion, until completions are observed (default 20: a few
-	// hundred output tokens at ~0.05 s a step).
+	// ServiceTime is the prior of S, the mean seconds a request holds a
+	// sequence slot (its own prefill, then its decode to completion),
+	// until completions are observed (default 20: a few hundred output
+	// tokens at ~0.05 s a step).
 	ServiceTime float64
 	// KVTokens is an instance's KV memory in tokens (e.g. HBM bytes /
 	// KV bytes per token), for the router's own memory estimate from the
@@ -261,11 +264,13 @@ func (e *estimator) slotWait(l load) float64 {
 	return e.svc.get() * float64(over) / float64(n)
 }
 
-// serviceTime is the learned mean time from dispatch to completion.
+// serviceTime is the learned mean time a request holds a sequence slot.
 func (e *estimator) serviceTime() float64 { return e.svc.get() }
 
-// observeService refines S from one request's time from dispatch to
-// completion (an exponential average over about 50 requests).
+// observeService refines S from the time one request held its sequence
+// slot (an exponential average over about 50 requests). Not the time from
+// dispatch: that includes the wait for the slot, and an engine queue that
+// grew would make every slot look slower to free and the queue longer.
 func (e *estimator) observeService(d float64) {
 	if !(d > 0) || math.IsInf(d, 0) {
 		return

@@ -36,7 +36,7 @@ type InstanceState struct {
 	ExactCache    bool       // the KV index is the engine's report (SetExact), not a prediction
 	CostPerToken  float64
 	StepScale     float64   // learned scale of the step overhead (see estimator.go)
-	ServiceTime   float64   // learned mean seconds from dispatch to completion
+	ServiceTime   float64   // learned mean seconds a request holds a sequence slot
 	Prefilling    int       // dispatched requests not yet through prefill
 	Memory        float64   // KV memory in use as the estimate reads it (fraction)
 	Estimate      TTFTTerms // estimated TTFT of a new fully cached request, by term

@@ -62,13 +62,15 @@ type Request struct {
 	arrived    time.Duration
 	enqueued   time.Duration
 	dispatched time.Duration
-	work       sample // the estimate's parts at dispatch (for learning)
-	aheadAt    int    // the pending prefill, all replicas', it was dispatched behind (admission.go)
-	qpos       int    // index in inst.queue while queued
-	held       int    // leading blocks recorded in inst's held index while queued
-	key        uint64 // ring key: the chained hash of the first KeyDepth blocks
-	hot        bool   // key is a variant of a replicated hot key (hotprefix.go)
-	waiter     Waiter // told when a queued request is dispatched or failed
+	prefilled  time.Duration // when its first token came
+	ownPrefill float64       // seconds of its own prefill in a slot (FirstToken)
+	work       sample        // the estimate's parts at dispatch (for learning)
+	aheadAt    int           // the pending prefill, all replicas', it was dispatched behind (admission.go)
+	qpos       int           // index in inst.queue while queued
+	held       int           // leading blocks recorded in inst's held index while queued
+	key        uint64        // ring key: the chained hash of the first KeyDepth blocks
+	hot        bool          // key is a variant of a replicated hot key (hotprefix.go)
+	waiter     Waiter        // told when a queued request is dispatched or failed
 
 	owner atomic.Pointer[instance] // inst, for lockOwner
 

@@ -425,6 +425,8 @@ func (s *Scheduler) FirstToken(r *Request) {
 	in.pendingTokens.add(-r.uncached)
 	in.prefilling.add(-1)
 	r.state = statePrefilled
+	r.prefilled = now
+	r.ownPrefill = min((now - r.dispatched).Seconds(), in.est.ttft(load{}, r.uncached))
 	in.est.observe(r.work, (now - r.dispatched).Seconds())
 	in.est.ahead.observe(float64(r.aheadAt), float64(r.uncached), (now - r.dispatched).Seconds())
 	s.drain(in, now)
@@ -465,7 +467,7 @@ func (s *Scheduler) finish(r *Request, completed bool) {
 		in.running.add(-1)
 		in.kvTokens.add(-r.Tokens)
 		if completed {
-			in.est.observeService((s.now() - r.dispatched).Seconds())
+			in.est.observeService((s.now() - r.prefilled).Seconds() + r.ownPrefill)
 		}
 	}
 	r.state = stateDone

@@ -152,3 +152,25 @@ func TestSlotLimitFromReportsAlone(t *testing.T) {
 		s.Complete(r)
 	}
 }
+
+// S, the time a request holds a sequence slot, is learned from its decode
+// and its own prefill: a request that waited in the engine's queue for 5 s
+// before a prefill of one block and a decode of 2 s held a slot for 2 s
+// and the block's prefill, not 7 s (a queue that grew would otherwise make
+// slots look slower to free, and the estimated queue longer).
+func TestServiceTimeIsTimeInSlot(t *testing.T) {
+	cost := bare(CostConfig{PerToken: 0.0001, ServiceTime: 20, LearnRate: -1})
+	s, clk := mustNew(t, Config{Policy: "least-loaded", Cost: cost}, 1)
+	for k := range 400 {
+		r := req(prompt(uint64(k+1), uint64(k+1), 0, 1))
+		route(t, s, r)
+		own := time.Duration(float64(r.uncached) * 0.0001 * float64(time.Second))
+		clk.Advance(5*time.Second + own)
+		s.FirstToken(r)
+		clk.Advance(2 * time.Second)
+		s.Complete(r)
+	}
+	if got := s.Instances()[0].ServiceTime; got < 2 || got > 2.1 {
+		t.Errorf("learned service time %v s, want the 2 s of decode and one block's prefill, not the 7 s from dispatch", got)
+	}
+}
