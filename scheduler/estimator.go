@@ -333,6 +333,13 @@ func (e *estimator) observe(s sample, ttft float64) {
 	}
 }
 
+// unlearnWaits puts c and k back to their priors where they are above:
+// what they learned before the slot wait was counted (slots.go).
+func (e *estimator) unlearnWaits() {
+	e.costv.set(min(e.costv.get(), e.cfg.PerToken))
+	e.stepv.set(min(e.stepv.get(), 1))
+}
+
 // The step scale stays within these bounds: a prior off by more than 20x
 // is a configuration error, and a scale driven to 0 would never recover.
 const (

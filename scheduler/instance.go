@@ -94,7 +94,10 @@ type instance struct {
 	// the estimate (slots.go).
 	slotLimit slotLimit
 	// replicas is the scheduler's SetReplicas count (queueLeft).
-	replicas    *atomic.Int64
+	replicas *atomic.Int64
+	// poolSlots is the scheduler's most running limit learned on any
+	// instance (slots.go).
+	poolSlots   *atomic.Int64
 	avgUncached atomicFloat
 	// prefilling counts the dispatched requests not yet through prefill,
 	// kvTokens the prompt tokens of those dispatched and not completed

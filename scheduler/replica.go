@@ -220,8 +220,14 @@ func (s *Scheduler) SetEngineLimit(id string, l EngineLoad) error {
 		return err
 	}
 	in.mu.Lock()
-	in.slotLimit.learn(s.now(), l)
+	first := in.slotLimit.learn(s.now(), l, &s.poolSlots)
 	in.mu.Unlock()
+	if first {
+		s.est.unlearnWaits()
+		for _, m := range s.members {
+			m.est.unlearnWaits()
+		}
+	}
 	return nil
 }
 

@@ -158,6 +158,9 @@ type Scheduler struct {
 	est   *estimator // the pool's per-token cost (Cost.PerInstance: each instance has its own)
 
 	replicas atomic.Int64 // SetReplicas
+	// poolSlots is the most running limit learned from SetEngineLimit on
+	// any instance (slots.go).
+	poolSlots atomic.Int64
 
 	kdMu sync.Mutex // guards kd's counts and splits (its configuration is immutable)
 	kd   *keyDepth
@@ -574,7 +577,7 @@ func (s *Scheduler) SetInstances(list []Instance) error {
 		in := s.byID[spec.ID]
 		if in == nil {
 			s.seq++
-			in = &instance{Instance: Instance{ID: spec.ID}, healthy: true, seq: s.seq, idx: -1, replicas: &s.replicas}
+			in = &instance{Instance: Instance{ID: spec.ID}, healthy: true, seq: s.seq, idx: -1, replicas: &s.replicas, poolSlots: &s.poolSlots}
 			in.est = s.est
 			if s.cfg.Cost.PerInstance {
 				in.est = newEstimator(&s.cfg.Cost, s.est.cost(), s.est.stepScale())

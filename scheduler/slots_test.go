@@ -174,3 +174,76 @@ func TestServiceTimeIsTimeInSlot(t *testing.T) {
 		t.Errorf("learned service time %v s, want the 2 s of decode and one block's prefill, not the 7 s from dispatch", got)
 	}
 }
+
+// A limit learned on one instance holds for the others of the pool until
+// they learn their own or show more running than it.
+func TestSlotLimitSharedByThePool(t *testing.T) {
+	cost := bare(CostConfig{PerToken: 0.0001, ServiceTime: 8, LearnRate: -1})
+	s, clk := mustNew(t, Config{Policy: "least-loaded", Cost: cost}, 3)
+	ids := pool(3)
+	report := func(id string, l EngineLoad) {
+		t.Helper()
+		if err := s.SetEngineLimit(id, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slots := func() (out []int) {
+		for _, st := range s.Instances() {
+			out = append(out, st.Slots)
+		}
+		return out
+	}
+	report(ids[1].ID, EngineLoad{Running: 10})
+	report(ids[2].ID, EngineLoad{Running: 24})
+	if got := slots(); got[0] != 256 || got[1] != 256 || got[2] != 256 {
+		t.Fatalf("before any limit: slots %v, want 256 each", got)
+	}
+	report(ids[0].ID, EngineLoad{Waiting: 3, Running: 16})
+	clk.Advance(slotConfirm)
+	report(ids[0].ID, EngineLoad{Waiting: 3, Running: 16})
+	if got := slots(); got[0] != 16 || got[1] != 16 || got[2] != 256 {
+		t.Errorf("16 learned on the first instance: slots %v, want 16, 16 (seen 10 running) and 256 (seen 24)", got)
+	}
+	report(ids[1].ID, EngineLoad{Running: 17})
+	if got := slots(); got[1] != 256 {
+		t.Errorf("the second instance ran 17 over the pool's 16: slots %d, want 256", got[1])
+	}
+}
+
+// The pool's first learned limit puts the learned cost back to its prior
+// where the uncounted slot waits had raised it; a cost below the prior
+// stays.
+func TestFirstLimitUnlearnsWaits(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		ttft, want float64 // the TTFT observed 200 times; the cost wanted after the limit
+	}{{"raised", 2, 0.0001}, {"lowered", 0.001, -1}} {
+		cost := bare(CostConfig{PerToken: 0.0001, ServiceTime: 8})
+		s, clk := mustNew(t, Config{Policy: "least-loaded", Cost: cost}, 1)
+		id := pool(1)[0].ID
+		for k := range 200 {
+			r := req(prompt(uint64(k+1), uint64(k+1), 0, 4))
+			route(t, s, r)
+			clk.Advance(time.Duration(tt.ttft * float64(time.Second)))
+			s.FirstToken(r)
+			s.Complete(r)
+		}
+		before := s.Instances()[0].CostPerToken
+		if (tt.want > 0) != (before > 0.0001) {
+			t.Fatalf("%s: learned cost %g against the prior 0.0001; the test wants it %s", tt.name, before, tt.name)
+		}
+		for range 2 {
+			if err := s.SetEngineLimit(id, EngineLoad{Waiting: 2, Running: 8}); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(slotConfirm)
+		}
+		want := tt.want
+		if want < 0 {
+			want = before
+		}
+		if got := s.Instances()[0].CostPerToken; got != want {
+			t.Errorf("%s: cost %g after the first limit, want %g (was %g)", tt.name, got, want, before)
+		}
+	}
+}

@@ -144,6 +144,12 @@ type Pool struct {
 	// CacheTokens is each instance's KV-cache capacity in tokens unless the
 	// instance says otherwise (default the scheduler's, 1,200,000).
 	CacheTokens int `yaml:"cache_tokens"`
+	// MaxSeqs is the requests each engine runs at once (vLLM's and the
+	// llm-d simulator's --max-num-seqs, SGLang's --max-running-requests,
+	// llama.cpp's --parallel), for the TTFT estimate's wait for a sequence
+	// slot from the first request on (default 0: 256 until the polled
+	// metrics show the limit, pools[].metrics.learn_limit).
+	MaxSeqs int `yaml:"max_seqs"`
 	// PerTokenSeconds is the prior prefill cost per token, refined online
 	// (default the scheduler's, 0.00016).
 	PerTokenSeconds float64 `yaml:"per_token_seconds"`

@@ -71,6 +71,8 @@ var schedulerSettings = []SchedulerSetting{
 		field: func(s *scheduler.Config) any { return &s.Candidates }},
 	{YAML: "pools[].cache_tokens", fromYAML: func(_ Config, p Pool) any { return p.CacheTokens },
 		field: func(s *scheduler.Config) any { return &s.CacheTokens }},
+	{YAML: "pools[].max_seqs", fromYAML: func(_ Config, p Pool) any { return p.MaxSeqs },
+		field: func(s *scheduler.Config) any { return &s.Cost.MaxSeqs }},
 	{Key: "per_token_seconds", YAML: "pools[].per_token_seconds", fromYAML: func(_ Config, p Pool) any { return p.PerTokenSeconds },
 		Help:  "the TTFT estimator's prior prefill cost per uncached token, in seconds (0: the engine profile's)",
 		field: func(s *scheduler.Config) any { return &s.Cost.PerToken }},
