@@ -83,7 +83,7 @@ func TestDualMapHeadroomLeavesSlotWaitOut(t *testing.T) {
 	a, b := pairOf(t, s, p)
 	loadInstance(t, s, a, 1000)
 	route(t, s, req(p)) // b caches
-	for k := range 6 { // each adds 50 s of slot wait at b from the third on
+	for k := range 6 {  // each adds 50 s of slot wait at b from the third on
 		if d := route(t, s, req(prompt(3, uint64(k+2), 6, 8))); d.Instance != b || d.Reason != ReasonCache {
 			t.Fatalf("request %d with %d in flight at the holder: Submit() = %s (%v), want %s (cache)", k+2, k+1, d.Instance, d.Reason, b)
 		}
