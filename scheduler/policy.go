@@ -70,13 +70,6 @@ func (v *view) ttft(i int32, r *Request, cached int) float64 {
 	return v.members[i].ttft(r.Tokens - cached)
 }
 
-// slotWait is the part of member i's estimates that is the wait for a
-// sequence slot.
-func (v *view) slotWait(i int32) float64 {
-	in := v.members[i]
-	return in.est.slotWait(in.load())
-}
-
 // minTTFT returns the ready member with the lowest estimated TTFT for r over
 // the whole pool (cache-aware), and that estimate.
 func (v *view) minTTFT(r *Request) (int32, float64) {

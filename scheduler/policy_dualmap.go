@@ -149,12 +149,7 @@ func (d *dualMap) pick(v *view, r *Request, cands []int32) (choice, error) {
 				pick = 0
 			}
 		}
-	case est[byCache]-v.slotWait(cands[byCache]) > d.Headroom*v.slo:
-		// Without the slot wait: a slot frees at every completion there,
-		// and leaving does the cached prefix's prefill again where the
-		// others are as full (on llm-d's simulator, shared-prefix at 150%,
-		// counting it moved 19-30 of 600 requests off their group's
-		// instance and cost 3-5 points of hit rate; docs/evaluation.md).
+	case est[byCache] > d.Headroom*v.slo:
 		pick, reason = byTTFT, ReasonLoad
 		if d.Hopeless == "cache" && est[byTTFT] > v.slo {
 			// No candidate meets the SLO: moving the request gains it

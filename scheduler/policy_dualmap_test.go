@@ -72,28 +72,6 @@ func TestDualMapHeadroom(t *testing.T) {
 	}
 }
 
-// A wait for a sequence slot does not count toward leaving the cache
-// holder: a slot frees at every completion there, and the other candidate
-// would compute the prefix again. Prefill queued ahead still does.
-func TestDualMapHeadroomLeavesSlotWaitOut(t *testing.T) {
-	cfg := pairConfig(nil)
-	cfg.Cost.MaxSeqs, cfg.Cost.ServiceTime = 2, 100
-	s, _ := mustNew(t, cfg, 8)
-	p := prompt(3, 1, 6, 8)
-	a, b := pairOf(t, s, p)
-	loadInstance(t, s, a, 1000)
-	route(t, s, req(p)) // b caches
-	for k := range 6 {  // each adds 50 s of slot wait at b from the third on
-		if d := route(t, s, req(prompt(3, uint64(k+2), 6, 8))); d.Instance != b || d.Reason != ReasonCache {
-			t.Fatalf("request %d with %d in flight at the holder: Submit() = %s (%v), want %s (cache)", k+2, k+1, d.Instance, d.Reason, b)
-		}
-	}
-	loadInstance(t, s, b, 60000)
-	if d := route(t, s, req(prompt(3, 9, 6, 8))); d.Instance != a || d.Reason != ReasonLoad {
-		t.Fatalf("prefill past the SLO at the holder: Submit() = %s (%v), want %s (load)", d.Instance, d.Reason, a)
-	}
-}
-
 func TestDualMapOverflowGlobal(t *testing.T) {
 	for _, overflow := range []string{"none", "global"} {
 		t.Run(overflow, func(t *testing.T) {
