@@ -171,6 +171,7 @@ func TestSchedulerErrorsNameTheKey(t *testing.T) {
 		{"too many candidates", pool + "    candidates: 7\n", "pools[0].candidates"},
 		{"negative candidates", pool + "    candidates: -1\n", "pools[0].candidates"},
 		{"cache tokens", pool + "    cache_tokens: -1\n", "pools[0].cache_tokens"},
+		{"max seqs", pool + "    max_seqs: -1\n", "pools[0].max_seqs"},
 		{"per token seconds", pool + "    per_token_seconds: -0.5\n", "pools[0].per_token_seconds"},
 		{"per token seconds NaN", pool + "    per_token_seconds: .nan\n", "pools[0].per_token_seconds"},
 		{"policy name", pool + "    policy: {name: fastest}\n", "pools[0].policy.name"},
