@@ -68,17 +68,23 @@ type slotLimit struct {
 	limit, lasting, only, seen counter
 }
 
-// report records one engine report made at now. Called under instance.mu.
-func (l *slotLimit) report(now time.Duration, e EngineLoad) {
-	if e.Waiting == 0 {
+// lasted reports whether the queue of a report made at now, with waiting
+// requests, has lasted slotConfirm, report after report. Called under
+// instance.mu.
+func (l *slotLimit) lasted(now time.Duration, waiting int) bool {
+	if waiting == 0 {
 		l.queued = false
-		l.lasting.set(0)
-		return
+		return false
 	}
 	if !l.queued {
 		l.queued, l.since = true, now
 	}
-	if now-l.since < slotConfirm {
+	return now-l.since >= slotConfirm
+}
+
+// report records one engine report made at now. Called under instance.mu.
+func (l *slotLimit) report(now time.Duration, e EngineLoad) {
+	if !l.lasted(now, e.Waiting) {
 		l.lasting.set(0)
 		return
 	}
@@ -100,14 +106,7 @@ func (l *slotLimit) learn(now time.Duration, e EngineLoad, pool *atomic.Int64) (
 			l.limit.set(0) // more ran than the limit: it was none
 		}
 	}
-	if e.Waiting == 0 {
-		l.queued = false
-		return false
-	}
-	if !l.queued {
-		l.queued, l.since = true, now
-	}
-	if now-l.since >= slotConfirm && e.Running >= l.seen.get() {
+	if l.lasted(now, e.Waiting) && e.Running >= l.seen.get() {
 		l.limit.set(e.Running)
 		for {
 			p := pool.Load()
