@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -566,6 +567,14 @@ func TestPeerBench(t *testing.T) {
 	}
 	percents := floats(t, "DUALMAP_PEER_LOAD", "30,70,100,150")
 	runs := envInt(t, "DUALMAP_PEER_RUNS", 2)
+	floorMode := cmpOr(os.Getenv("DUALMAP_PEER_FLOOR"), "on")
+	switch floorMode {
+	case "on", "off":
+	case "only":
+		runs = 0
+	default:
+		t.Fatalf("DUALMAP_PEER_FLOOR=%q: want on, off or only", floorMode)
+	}
 	ramp := floats(t, "DUALMAP_PEER_RAMP", "4,1.4,10")
 	if len(ramp) != 3 {
 		t.Fatalf("DUALMAP_PEER_RAMP=%q: want start,factor,steps", os.Getenv("DUALMAP_PEER_RAMP"))
@@ -594,8 +603,9 @@ func TestPeerBench(t *testing.T) {
 
 	var rows []peerbench.Row
 	var capacities []map[string]any
+	var floors []peerbench.Floor
 	save := func() {
-		b, _ := json.MarshalIndent(map[string]any{"engine": eng.kind, "instances": eng.n, "capacity": capacities, "rows": rows}, "", "  ")
+		b, _ := json.MarshalIndent(map[string]any{"engine": eng.kind, "instances": eng.n, "capacity": capacities, "floors": floors, "rows": rows}, "", "  ")
 		if err := os.WriteFile(filepath.Join(out, "results.json"), b, 0o644); err != nil {
 			t.Errorf("results: %v", err)
 		}
@@ -603,6 +613,17 @@ func TestPeerBench(t *testing.T) {
 	for _, name := range strings.Split(cmpOr(os.Getenv("DUALMAP_PEER_WORKLOADS"), "conversation,shared-prefix,tool-agent"), ",") {
 		w := benchWorkload(t, strings.TrimSpace(name), tracePath, requests)
 		t.Logf("== %s on %d %s engines: %s; load average %s ==", w.Name, eng.n, eng.kind, w.Note, loadAvg())
+		if floorMode != "off" {
+			if f, ok := benchFloor(t, eng, w); ok {
+				floors = append(floors, f)
+				t.Logf("  TTFT floor p50 / p90 / p99 %.0f / %.0f / %.0f ms, unbounded-cache hit rate %.1f%% (no picker beats it at any load)",
+					f.TTFTP50MS, f.TTFTP90MS, f.TTFTP99MS, 100*f.HitRate)
+				save()
+			}
+		}
+		if runs == 0 {
+			continue
+		}
 		capacity, ok := given[w.Name]
 		if !ok {
 			capacity = benchCapacity(t, eng, w, rampRequests, rampRates, noQueue, llmdBin, client, &capacities)
@@ -631,6 +652,10 @@ func TestPeerBench(t *testing.T) {
 	}
 	var md bytes.Buffer
 	peerbench.Markdown(&md, rows)
+	if len(floors) > 0 {
+		md.WriteString("\nTTFT floors (no picker beats them at any load; peerbench.Floor):\n\n")
+		peerbench.FloorMarkdown(&md, floors)
+	}
 	os.WriteFile(filepath.Join(out, "results.md"), md.Bytes(), 0o644)
 	t.Logf("results in %s\n%s", out, md.String())
 }
@@ -728,7 +753,8 @@ func benchCapacity(t testing.TB, eng peerEngines, w peerbench.Workload, n int, r
 // (one replica, then three sharing Redis) and, when DUALMAP_LLMD_EPP is
 // set, llm-d's picker, replaying a small shared-prefix workload at 4
 // requests/s: every request is served, and the engines' own counters
-// report prefix-cache hits on the repeated system prompts.
+// report prefix-cache hits on the repeated system prompts. On llm-d's
+// simulator no run may beat the workload's floor (benchFloor).
 func TestPeerHarness(t *testing.T) {
 	eng := peerEnginesFromEnv(t)
 	if eng.kind == "llmd-sim" {
@@ -749,6 +775,10 @@ func TestPeerHarness(t *testing.T) {
 		cases = append(cases, tc{benchLLMD(bin), 1})
 	}
 	client := peerClient{name: "replay", concurrency: 64}
+	floor, hasFloor := benchFloor(t, eng, w)
+	if hasFloor {
+		t.Logf("floor: TTFT p50 %.0f ms, unbounded-cache hit rate %.1f%%", floor.TTFTP50MS, 100*floor.HitRate)
+	}
 	for _, x := range cases {
 		t.Run(fmt.Sprintf("%s-%s-x%d", eng.kind, x.pk.name, x.replicas), func(t *testing.T) {
 			row, _ := benchRun(t, eng, x.pk, x.replicas, w, 4, client, peerbench.Row{})
@@ -766,6 +796,73 @@ func TestPeerHarness(t *testing.T) {
 			if row.OutputTPS <= 0 {
 				t.Fatalf("no output tokens reported (%v/s)", row.OutputTPS)
 			}
+			// No picker beats the floor: a run above its hit rate, or
+			// below its median TTFT (less the simulator's jitter), means
+			// the floor counts wrong.
+			if hasFloor && (row.EngineHitRate > floor.HitRate+0.005 || row.TTFTP50MS < 0.9*floor.TTFTP50MS) {
+				t.Fatalf("the run (hit rate %.1f%%, TTFT p50 %.0f ms) beats its floor (%.1f%%, %.0f ms)",
+					100*row.EngineHitRate, row.TTFTP50MS, 100*floor.HitRate, floor.TTFTP50MS)
+			}
 		})
 	}
+}
+
+// floorBlocks is the unbounded cache of the floor's simulator, in blocks:
+// above every workload's prompt blocks in total (benchFloor checks).
+const floorBlocks = 4_000_000
+
+// benchFloor is w's TTFT floor on llm-d's simulator (peerbench.Floor):
+// one simulator with the benchmark's profile, but an unbounded cache and
+// no latency, gets w's requests one at a time in arrival order, the same
+// prompts the runs send, straight to its port; its usage reports say how
+// many tokens of each prompt were cached, and the profile's costs make
+// them TTFTs. ok is false for an engine that is not the simulator.
+func benchFloor(t testing.TB, eng peerEngines, w peerbench.Workload) (f peerbench.Floor, ok bool) {
+	t.Helper()
+	if eng.kind != "llmd-sim" {
+		return peerbench.Floor{}, false
+	}
+	pf, err := os.Open(eng.profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cost, err := peerbench.ParsePrefillCost(pf)
+	pf.Close()
+	if err != nil {
+		t.Fatalf("%s: %v", eng.profile, err)
+	}
+	dir := t.TempDir()
+	port := freePort(t)
+	p := startProc(t, dir, "floor-engine", "env", "POD_IP=127.0.0.1", eng.bin, "--config", eng.profile, "--port", fmt.Sprint(port),
+		"--prefill-overhead", "0s", "--prefill-time-per-token", "0s", "--prefill-time-std-dev", "0s",
+		"--inter-token-latency", "0s", "--inter-token-latency-std-dev", "0s", "--time-factor-under-load", "1",
+		"--kv-cache-size", fmt.Sprint(floorBlocks))
+	defer func() {
+		p.kill(syscall.SIGTERM)
+		<-p.done
+	}()
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitHTTP(t, url+"/health", 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	// One at a time, so each request starts after the one before it has
+	// put its blocks in the cache; the rate only rescales the arrivals,
+	// and the order is theirs.
+	res, _, err := replay.Run(ctx, w.Trace, replay.Options{URL: url, QPS: 1000, Concurrency: 1,
+		MaxOutput: 1, ScaleTokens: w.Scale, Seed: replaySeed, Model: "dualmap-sim", IgnoreEOS: true})
+	if err != nil {
+		t.Fatalf("%s floor: %v", w.Name, err)
+	}
+	var prompt int
+	for _, r := range res {
+		prompt += r.PromptTokens
+	}
+	if blocks := prompt/16 + len(res); blocks > floorBlocks {
+		t.Fatalf("%s floor: %d prompt blocks do not fit the floor's cache of %d: it would evict", w.Name, blocks, floorBlocks)
+	}
+	f, err = peerbench.FloorOf(w.Name, res, cost)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", w.Name, err, tail(p.log, 20))
+	}
+	return f, true
 }

@@ -26,6 +26,11 @@
 #   DUALMAP_PEER_LOAD       rates, in % of the measured capacity [30,70,100,150]
 #   DUALMAP_PEER_RUNS       runs of each (picker, rate, replicas) [2]
 #   DUALMAP_PEER_CAPACITY   skip the ramp: workload:rate,... [measured]
+#   DUALMAP_PEER_FLOOR      on llm-d's simulator, each workload's TTFT floor
+#                           (what no picker beats at any load: one simulator with
+#                           an unbounded cache, the requests one at a time, the
+#                           profile's prefill cost): on, off, or only (floors, no
+#                           runs) [on]
 #   DUALMAP_PEER_RAMP       capacity ramp start,factor,steps in requests/s [4,1.4,10]
 #   DUALMAP_PEER_RAMP_REQUESTS requests per ramp step [300]
 #   DUALMAP_PEER_NOQUEUE    dualmap's limits line "without the router queue"

@@ -107,11 +107,11 @@ func Summarize(results []Result) Summary {
 	if len(results) >= 2 && last > first {
 		s.AchievedQPS = float64(len(results)-1) / (last - first).Seconds()
 	}
-	s.TTFT, s.E2E = percentiles(ttft), percentiles(e2e)
+	s.TTFT, s.E2E = PercentilesOf(ttft), PercentilesOf(e2e)
 	s.HitRate = ratio(cached, prompt)
 	for name, a := range inst {
 		a.sum.HitRate = ratio(a.cached, a.prompt)
-		a.sum.TTFTP50 = percentiles(a.ttft).P50
+		a.sum.TTFTP50 = PercentilesOf(a.ttft).P50
 		s.PerInstance[name] = a.sum
 	}
 	return s
@@ -124,8 +124,8 @@ func ratio(a, b int) float64 {
 	return float64(a) / float64(b)
 }
 
-// percentiles sorts ds and returns its percentiles.
-func percentiles(ds []time.Duration) Percentiles {
+// PercentilesOf sorts ds and returns its percentiles.
+func PercentilesOf(ds []time.Duration) Percentiles {
 	if len(ds) == 0 {
 		return Percentiles{}
 	}

@@ -32,8 +32,8 @@ func TestPercentiles(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := percentiles(tt.in); got != tt.want {
-				t.Errorf("percentiles() = %+v, want %+v", got, tt.want)
+			if got := PercentilesOf(tt.in); got != tt.want {
+				t.Errorf("PercentilesOf() = %+v, want %+v", got, tt.want)
 			}
 		})
 	}
