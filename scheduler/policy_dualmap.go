@@ -51,6 +51,9 @@ import (
 //     8 closes the long-document loss of docs/evaluation.md ("Two known
 //     losses") at a cost of up to 1.1% elsewhere there, so it is not the
 //     default.
+//   - reach (default 0 [0], in [0, 1024]): the largest pool whose ready
+//     instances outside the candidate set are searched for a longer cached
+//     prefix (reach.go); 0: off.
 type dualMap struct {
 	Headroom  float64 `param:"headroom"`
 	Hopeless  string  `param:"hopeless"`
@@ -59,6 +62,7 @@ type dualMap struct {
 	Choice    string  `param:"choice"`
 	Rebalance bool    `param:"rebalance"`
 	Home      float64 `param:"home"`
+	Reach     uint64  `param:"reach"`
 }
 
 // coldShare is the share of the SLO a cold prompt's own prefill must take
@@ -80,6 +84,7 @@ func (d *dualMap) Validate() error {
 		oneOf("overflow", d.Overflow, "none", "global"),
 		oneOf("choice", d.Choice, "slo", "cache", "load", "min-ttft"),
 		inRange("home", d.Home, 0, 100),
+		inRange("reach", float64(d.Reach), 0, 1024),
 	)
 }
 
@@ -155,6 +160,11 @@ func (d *dualMap) pick(v *view, r *Request, cands []int32) (choice, error) {
 			// No candidate meets the SLO: moving the request gains it
 			// nothing, so it goes where it costs the least work.
 			pick, reason = byCache, ReasonCache
+		}
+	}
+	if d.Reach > 0 && d.Choice == "slo" && !r.hot {
+		if h := d.holder(v, r, cands, maxCached, est[pick]); h >= 0 {
+			return choice{inst: h, fallback: cands[pick], reason: ReasonHolder}, nil
 		}
 	}
 	if d.Overflow == "global" && est[pick] > v.slo && est[byTTFT] > v.slo {

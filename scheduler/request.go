@@ -125,9 +125,10 @@ const (
 	ReasonPolicy          // a baseline policy's own rule
 	ReasonMigrated        // moved by the rebalancer
 	ReasonRerouted        // its instance left, drained or failed while it waited
+	ReasonHolder          // outside the candidates: a longer cached prefix, a lower estimate
 )
 
-var reasonNames = [...]string{"none", "cache", "load", "tie", "overflow", "only", "policy", "migrated", "rerouted"}
+var reasonNames = [...]string{"none", "cache", "load", "tie", "overflow", "only", "policy", "migrated", "rerouted", "holder"}
 
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) {

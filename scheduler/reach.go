@@ -1,0 +1,52 @@
+package scheduler
+
+import "slices"
+
+// holder is DualMap's reach outside the candidate set. A request's key is
+// its first key blocks (KeyDepthConfig), so requests that share a prefix
+// shorter than the key hash to unrelated candidate sets, and whatever
+// instance first computed that prefix is in none of them: the second
+// request prefills the shared part again. Peers that score every instance
+// by its cached prefix (llm-d's prefix scorer) keep that reuse.
+//
+// holder returns the ready instance outside cands whose cached prefix of r
+// is longer than every candidate's (maxCached) by more than tie x the
+// prompt and whose estimated TTFT is the lowest of those and below limit
+// (the estimate of the choice inside the set), or -1. Going there is a
+// lower estimate, never a cache-first hotspot: a holder's queue that grows
+// past the candidates' sends its prefix back into the set. The search
+// looks up one block per ready member (the first one a longer prefix must
+// hold) and the whole prefix only where that block is, and runs only in
+// pools of at most d.Reach ready instances. It does not allocate.
+func (d *dualMap) holder(v *view, r *Request, cands []int32, maxCached int, limit float64) int32 {
+	if v.nready > int(d.Reach) || len(r.Blocks) == 0 {
+		return -1
+	}
+	floor := maxCached + int(d.Tie*float64(r.Tokens))
+	k := floor / v.blockSize // a prefix longer than floor holds block k
+	if k >= len(r.Blocks) || floor >= r.Tokens {
+		return -1
+	}
+	held := v.held != HeldOff
+	best, bestT := int32(-1), limit
+	for i, in := range v.members {
+		c := int32(i)
+		if !v.ready[i] || !in.holdsBlock(r.Blocks[k], held) || slices.Contains(cands, c) {
+			continue
+		}
+		cached := v.cached(c, r)
+		if cached <= floor {
+			continue
+		}
+		if t := v.ttft(c, r, cached); t < bestT {
+			best, bestT = c, t
+		}
+	}
+	return best
+}
+
+// holdsBlock reports whether in's cache index, or with held its held index
+// while requests wait there, has block h. It does not lock or allocate.
+func (in *instance) holdsBlock(h uint64, held bool) bool {
+	return in.kv.slot.contains(h) || held && in.nqueued.get() > 0 && in.held.refs.contains(h)
+}

@@ -1,0 +1,145 @@
+package scheduler
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
+
+// outsider returns a member of s that is not in the candidate pair of
+// blocks.
+func outsider(t *testing.T, s *Scheduler, blocks []uint64) string {
+	t.Helper()
+	a, b := pairOf(t, s, blocks)
+	for _, in := range s.Instances() {
+		if in.ID != a && in.ID != b {
+			return in.ID
+		}
+	}
+	t.Fatal("no member outside the pair")
+	return ""
+}
+
+func TestDualMapReachFindsHolderOutsideTheSet(t *testing.T) {
+	// Two 8-block prompts share their first 2 blocks, shorter than no key:
+	// the key is 2 key blocks, so the shared part alone decides nothing.
+	// The holder of 2 shared blocks (1,024 of 4,096 tokens, past tie 0.1)
+	// outside q's pair has the lower estimate: q goes there.
+	for _, reach := range []int{0, 8} {
+		s, _ := mustNew(t, pairConfig(Params{"reach": reach}), 8)
+		q := prompt(9, 2, 2, 8)
+		h := outsider(t, s, q)
+		if err := s.AddCached(h, prompt(9, 1, 2, 8)); err != nil {
+			t.Fatal(err)
+		}
+		d := route(t, s, req(q))
+		if reach == 0 {
+			if d.Instance == h || d.Reason == ReasonHolder {
+				t.Fatalf("reach 0: Submit() = %s (%v), want a candidate", d.Instance, d.Reason)
+			}
+			continue
+		}
+		if d.Instance != h || d.Reason != ReasonHolder || d.CachedTokens != 1024 {
+			t.Fatalf("reach 8: Submit() = %s (%v, %d cached), want holder %s with 1024 cached", d.Instance, d.Reason, d.CachedTokens, h)
+		}
+		if d.Fallback == "" || d.Fallback == h {
+			t.Fatalf("reach 8: fallback %q, want a candidate", d.Fallback)
+		}
+		r := req(q)
+		if a := testing.AllocsPerRun(200, func() { _, _ = s.Pick(r) }); a != 0 {
+			t.Fatalf("Pick() with reach allocates %v times", a)
+		}
+	}
+}
+
+// BenchmarkPickReach is BenchmarkPick's dualmap with the search outside the
+// set on (reach 64): pools of 8 and 64 search, 1,024 does not.
+func BenchmarkPickReach(b *testing.B) {
+	for _, n := range []int{8, 64, 1024} {
+		b.Run(fmt.Sprintf("dualmap(reach=64)/%d", n), func(b *testing.B) {
+			s, _ := mustNew(b, Config{Params: Params{"reach": 64}, Queue: QueueConfig{Budget: 16384}}, n)
+			warm(b, s, 20*n)
+			_, reqs := benchScheduler(b, "dualmap", 1)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := s.Pick(reqs[i&255]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func TestDualMapReachLeavesALoadedHolder(t *testing.T) {
+	// The holder's work ahead outweighs the 1,024 tokens it saves: the
+	// request stays in its set (a lower estimate, never a hotspot).
+	s, _ := mustNew(t, pairConfig(Params{"reach": 8}), 8)
+	q := prompt(10, 2, 2, 8)
+	h := outsider(t, s, q)
+	if err := s.AddCached(h, prompt(10, 1, 2, 8)); err != nil {
+		t.Fatal(err)
+	}
+	loadInstance(t, s, h, 2000)
+	if d := route(t, s, req(q)); d.Instance == h || d.Reason == ReasonHolder {
+		t.Fatalf("Submit() = %s (%v), want a candidate over the loaded holder %s", d.Instance, d.Reason, h)
+	}
+}
+
+func TestDualMapReachNeedsMoreThanTie(t *testing.T) {
+	// One shared block of 8 (12.5%) is past tie 0.1 and reaches; at tie
+	// 0.2 it counts as no cache, and the request stays in its set.
+	for _, tc := range []struct {
+		tie  float64
+		want bool
+	}{{0.1, true}, {0.2, false}} {
+		s, _ := mustNew(t, pairConfig(Params{"reach": 8, "tie": tc.tie}), 8)
+		q := prompt(11, 2, 1, 8)
+		h := outsider(t, s, q)
+		if err := s.AddCached(h, prompt(11, 1, 1, 8)); err != nil {
+			t.Fatal(err)
+		}
+		if d := route(t, s, req(q)); (d.Instance == h) != tc.want {
+			t.Fatalf("tie %g: Submit() = %s (%v), holder %s chosen = %v, want %v", tc.tie, d.Instance, d.Reason, h, d.Instance == h, tc.want)
+		}
+	}
+}
+
+func TestDualMapReachOnlyInSmallPools(t *testing.T) {
+	// reach 4 in a pool of 8: no search, the request stays in its set.
+	s, _ := mustNew(t, pairConfig(Params{"reach": 4}), 8)
+	q := prompt(12, 2, 2, 8)
+	h := outsider(t, s, q)
+	if err := s.AddCached(h, prompt(12, 1, 2, 8)); err != nil {
+		t.Fatal(err)
+	}
+	if d := route(t, s, req(q)); d.Instance == h {
+		t.Fatalf("Submit() = %s (%v), want a candidate: the pool is larger than reach", d.Instance, d.Reason)
+	}
+}
+
+func TestDualMapReachSkipsUnready(t *testing.T) {
+	s, _ := mustNew(t, pairConfig(Params{"reach": 8}), 8)
+	q := prompt(13, 2, 2, 8)
+	h := outsider(t, s, q)
+	if err := s.AddCached(h, prompt(13, 1, 2, 8)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetHealthy(h, false); err != nil {
+		t.Fatal(err)
+	}
+	if d := route(t, s, req(q)); d.Instance == h {
+		t.Fatalf("Submit() = %s, an unhealthy holder", d.Instance)
+	}
+}
+
+func TestDualMapReachValidates(t *testing.T) {
+	for _, bad := range []any{-1, 1025, "x"} {
+		if _, err := New(pairConfig(Params{"reach": bad}), pool(2)); err == nil {
+			t.Errorf("reach %v: New() accepted it", bad)
+		}
+	}
+	if !slices.Contains(reasonNames[:], "holder") || ReasonHolder.String() != "holder" {
+		t.Errorf("ReasonHolder.String() = %q", ReasonHolder.String())
+	}
+}
