@@ -13,7 +13,8 @@ type Explain struct {
 	Candidates [maxCandidates]Candidate
 	N          int
 	// Chosen is the index in Candidates of the instance the policy chose,
-	// or -1 when it chose outside the set (overflow to the pool's best).
+	// or -1 when it chose outside the set (overflow to the pool's best, or
+	// a holder of a longer cached prefix: the reach).
 	Chosen int
 }
 

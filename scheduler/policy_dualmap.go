@@ -163,7 +163,7 @@ func (d *dualMap) pick(v *view, r *Request, cands []int32) (choice, error) {
 		}
 	}
 	if d.Reach > 0 && d.Choice == "slo" && !r.hot {
-		if h := d.holder(v, r, cands, maxCached, est[pick]); h >= 0 {
+		if h := d.holder(v, r, cands, maxCached, cands[pick], cached[pick], est[pick]); h >= 0 {
 			return choice{inst: h, fallback: cands[pick], reason: ReasonHolder}, nil
 		}
 	}

@@ -11,14 +11,23 @@ import "slices"
 //
 // holder returns the ready instance outside cands whose cached prefix of r
 // is longer than every candidate's (maxCached) by more than tie x the
-// prompt and whose estimated TTFT is the lowest of those and below limit
-// (the estimate of the choice inside the set), or -1. Going there is a
-// lower estimate, never a cache-first hotspot: a holder's queue that grows
-// past the candidates' sends its prefix back into the set. The search
+// prompt and whose estimated TTFT is the lowest of those and below that of
+// the choice inside the set (pick, holding pickCached of r), or -1. Going
+// there is a lower estimate, never a cache-first hotspot: a holder's queue
+// that grows past the candidates' sends its prefix back into the set.
+//
+// Both estimates price r's own uncached tokens at what a token of a
+// request's own prompt is measured to cost (the admission fit's own slope)
+// where that is above the estimator's per-token cost. The estimator learns
+// one cost for the work ahead and a request's own tokens; on an engine that
+// prefills many requests at once the work ahead costs far less than its
+// share of the estimate, so that cost settles well below what a token of
+// one's own costs (7x below on llm-d's simulator), and a cached prefix
+// would look worth little against the smallest difference in load. The search
 // looks up one block per ready member (the first one a longer prefix must
 // hold) and the whole prefix only where that block is, and runs only in
 // pools of at most d.Reach ready instances. It does not allocate.
-func (d *dualMap) holder(v *view, r *Request, cands []int32, maxCached int, limit float64) int32 {
+func (d *dualMap) holder(v *view, r *Request, cands []int32, maxCached int, pick int32, pickCached int, pickEst float64) int32 {
 	if v.nready > int(d.Reach) || len(r.Blocks) == 0 {
 		return -1
 	}
@@ -28,7 +37,7 @@ func (d *dualMap) holder(v *view, r *Request, cands []int32, maxCached int, limi
 		return -1
 	}
 	held := v.held != HeldOff
-	best, bestT := int32(-1), limit
+	best, bestT := int32(-1), pickEst+v.members[pick].reprice(r.Tokens-pickCached)
 	for i, in := range v.members {
 		c := int32(i)
 		if !v.ready[i] || !in.holdsBlock(r.Blocks[k], held) || slices.Contains(cands, c) {
@@ -38,7 +47,7 @@ func (d *dualMap) holder(v *view, r *Request, cands []int32, maxCached int, limi
 		if cached <= floor {
 			continue
 		}
-		if t := v.ttft(c, r, cached); t < bestT {
+		if t := v.ttft(c, r, cached) + in.reprice(r.Tokens-cached); t < bestT {
 			best, bestT = c, t
 		}
 	}
@@ -49,4 +58,11 @@ func (d *dualMap) holder(v *view, r *Request, cands []int32, maxCached int, limi
 // while requests wait there, has block h. It does not lock or allocate.
 func (in *instance) holdsBlock(h uint64, held bool) bool {
 	return in.kv.slot.contains(h) || held && in.nqueued.get() > 0 && in.held.refs.contains(h)
+}
+
+// reprice is what uncached tokens of a request's own add to in's estimate
+// when priced at the admission fit's own slope instead of the estimator's
+// per-token cost, where the slope is the higher (0 until it is identified).
+func (in *instance) reprice(uncached int) float64 {
+	return max(in.est.ahead.own()-in.est.cost(), 0) * float64(uncached)
 }

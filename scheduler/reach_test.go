@@ -143,3 +143,28 @@ func TestDualMapReachValidates(t *testing.T) {
 		t.Errorf("ReasonHolder.String() = %q", ReasonHolder.String())
 	}
 }
+
+func TestDualMapReachPricesOwnTokensAsMeasured(t *testing.T) {
+	// The holder's 2,000 tokens of work ahead outweigh the 1,024 tokens it
+	// saves at the estimator's 1e-4 s a token (TestDualMapReachLeavesALoadedHolder).
+	// Once first tokens show that a token of a request's own prompt costs
+	// 1e-3 s and one of the work ahead 1e-5 s (an engine that prefills in
+	// parallel), the saving is worth ten times more and the holder wins.
+	s, _ := mustNew(t, pairConfig(Params{"reach": 8}), 8)
+	q := prompt(14, 2, 2, 8)
+	h := outsider(t, s, q)
+	if err := s.AddCached(h, prompt(14, 1, 2, 8)); err != nil {
+		t.Fatal(err)
+	}
+	loadInstance(t, s, h, 2000)
+	for i := range 200 {
+		own, ahead := float64(100+37*(i%50)), float64(3000*(i%7))
+		s.est.ahead.observe(ahead, own, 0.03+1e-3*own+1e-5*ahead)
+	}
+	if got := s.est.ahead.own(); got < 0.9e-3 || got > 1.1e-3 {
+		t.Fatalf("fitted own cost %g, want about 1e-3", got)
+	}
+	if d := route(t, s, req(q)); d.Instance != h || d.Reason != ReasonHolder {
+		t.Fatalf("Submit() = %s (%v), want the holder %s once own tokens cost 1e-3 s", d.Instance, d.Reason, h)
+	}
+}
