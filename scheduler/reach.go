@@ -14,7 +14,9 @@ import "slices"
 // prompt and whose estimated TTFT is the lowest of those and below that of
 // the choice inside the set (pick, holding pickCached of r), or -1. Going
 // there is a lower estimate, never a cache-first hotspot: a holder's queue
-// that grows past the candidates' sends its prefix back into the set.
+// that grows past the candidates' sends its prefix back into the set. A
+// holder whose estimate misses the SLO is not taken: past saturation the
+// set and its rebalancer decide, as without the reach.
 //
 // Both estimates price r's own uncached tokens at what a token of a
 // request's own prompt is measured to cost (the admission fit's own slope)
@@ -47,7 +49,7 @@ func (d *dualMap) holder(v *view, r *Request, cands []int32, maxCached int, pick
 		if cached <= floor {
 			continue
 		}
-		if t := v.ttft(c, r, cached) + in.reprice(r.Tokens-cached); t < bestT {
+		if t := v.ttft(c, r, cached) + in.reprice(r.Tokens-cached); t < bestT && t <= v.slo {
 			best, bestT = c, t
 		}
 	}

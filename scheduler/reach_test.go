@@ -168,3 +168,20 @@ func TestDualMapReachPricesOwnTokensAsMeasured(t *testing.T) {
 		t.Fatalf("Submit() = %s (%v), want the holder %s once own tokens cost 1e-3 s", d.Instance, d.Reason, h)
 	}
 }
+
+func TestDualMapReachNotPastTheSLO(t *testing.T) {
+	// Every instance is past the SLO (5 s at 1e-4 s a token): the holder
+	// saves 1,024 tokens, yet the request stays in its set.
+	s, _ := mustNew(t, pairConfig(Params{"reach": 8, "hopeless": "cache"}), 8)
+	q := prompt(15, 2, 2, 8)
+	h := outsider(t, s, q)
+	if err := s.AddCached(h, prompt(15, 1, 2, 8)); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range s.Instances() {
+		loadInstance(t, s, in.ID, 60000)
+	}
+	if d := route(t, s, req(q)); d.Instance == h || d.Reason == ReasonHolder {
+		t.Fatalf("Submit() = %s (%v), want a candidate: the holder misses the SLO", d.Instance, d.Reason)
+	}
+}
