@@ -51,9 +51,11 @@ import (
 //     8 closes the long-document loss of docs/evaluation.md ("Two known
 //     losses") at a cost of up to 1.1% elsewhere there, so it is not the
 //     default.
-//   - reach (default 0 [0], in [0, 1024]): the largest pool whose ready
+//   - reach (default 64 [0], in [0, 1024]): the largest pool whose ready
 //     instances outside the candidate set are searched for a longer cached
-//     prefix (reach.go); 0: off.
+//     prefix (reach.go); 0: off. Measured on llm-d's simulator, where a
+//     quarter of the tool&agent workload's shared prefixes are shorter
+//     than the key (docs/evaluation.md, "Reach outside the candidate set").
 type dualMap struct {
 	Headroom  float64 `param:"headroom"`
 	Hopeless  string  `param:"hopeless"`
@@ -72,7 +74,7 @@ const coldShare = 0.1
 
 func init() {
 	register("dualmap", func() configurable {
-		return &dualMap{Headroom: 2.0, Hopeless: "cache", Tie: 0.1, Overflow: "none", Choice: "slo", Rebalance: true, Home: 0}
+		return &dualMap{Headroom: 2.0, Hopeless: "cache", Tie: 0.1, Overflow: "none", Choice: "slo", Rebalance: true, Home: 0, Reach: 64}
 	})
 }
 

@@ -45,7 +45,7 @@ func TestPolicyDefaultsListed(t *testing.T) {
 		"cache-affinity":               {},
 		"consistent-hash-bounded-load": {"bound": 1.25},
 		"decode-capacity":              {"tie": 0.05},
-		"dualmap":                      {"headroom": 2.0, "hopeless": "cache", "tie": 0.1, "overflow": "none", "choice": "slo", "rebalance": true, "home": 0.0, "reach": uint64(0)},
+		"dualmap":                      {"headroom": 2.0, "hopeless": "cache", "tie": 0.1, "overflow": "none", "choice": "slo", "rebalance": true, "home": 0.0, "reach": uint64(64)},
 		"least-loaded":                 {},
 		"min-ttft":                     {},
 		"preble":                       {"exploit": 0.5, "imbalance": 1.5},

@@ -53,21 +53,24 @@ func TestDualMapReachFindsHolderOutsideTheSet(t *testing.T) {
 }
 
 // BenchmarkPickReach is BenchmarkPick's dualmap with the search outside the
-// set on (reach 64): pools of 8 and 64 search, 1,024 does not.
+// set off (reach 0) and at its default (64): pools of 8 and 64 search,
+// 1,024 does not.
 func BenchmarkPickReach(b *testing.B) {
-	for _, n := range []int{8, 64, 1024} {
-		b.Run(fmt.Sprintf("dualmap(reach=64)/%d", n), func(b *testing.B) {
-			s, _ := mustNew(b, Config{Params: Params{"reach": 64}, Queue: QueueConfig{Budget: 16384}}, n)
-			warm(b, s, 20*n)
-			_, reqs := benchScheduler(b, "dualmap", 1)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if _, err := s.Pick(reqs[i&255]); err != nil {
-					b.Fatal(err)
+	for _, reach := range []int{0, 64} {
+		for _, n := range []int{8, 64, 1024} {
+			b.Run(fmt.Sprintf("reach=%d/%d", reach, n), func(b *testing.B) {
+				s, _ := mustNew(b, Config{Params: Params{"reach": reach}, Queue: QueueConfig{Budget: 16384}}, n)
+				warm(b, s, 20*n)
+				_, reqs := benchScheduler(b, "dualmap", 1)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if _, err := s.Pick(reqs[i&255]); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 

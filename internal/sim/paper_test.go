@@ -27,7 +27,7 @@ func TestPaperPreset(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg := c.reps[0].Config()
-		wantParams := scheduler.Params{"headroom": "0.5", "hopeless": "load", "tie": "0", "overflow": "none", "home": "0"}
+		wantParams := scheduler.Params{"headroom": "0.5", "hopeless": "load", "tie": "0", "overflow": "none", "home": "0", "reach": "0"}
 		switch {
 		case cfg.Policy != "dualmap" || !reflect.DeepEqual(cfg.Params, wantParams):
 			t.Errorf("%s: policy %s %v, want dualmap %v", q, cfg.Policy, cfg.Params, wantParams)

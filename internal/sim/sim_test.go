@@ -148,7 +148,7 @@ func TestOptionsValidate(t *testing.T) {
 }
 
 func TestParseSpec(t *testing.T) {
-	paper := scheduler.Params{"headroom": "0.5", "hopeless": "load", "tie": "0", "overflow": "none", "home": "0"}
+	paper := scheduler.Params{"headroom": "0.5", "hopeless": "load", "tie": "0", "overflow": "none", "home": "0", "reach": "0"}
 	paperSettings := []Setting{{"candidates", "2"}, {"split", "2"}, {"merge", "1"}, {"window", "200"}, {"learn", "-1"}}
 	tests := []struct {
 		in      string
@@ -159,7 +159,7 @@ func TestParseSpec(t *testing.T) {
 		{in: "dualmap(choice=min-ttft,candidates=3)", want: Spec{Label: "dualmap(choice=min-ttft,candidates=3)", Policy: "dualmap", Params: scheduler.Params{"choice": "min-ttft"}, Settings: []Setting{{"candidates", "3"}}}},
 		{in: "dualmap(key_depth=2,budget=4096)", want: Spec{Label: "dualmap(key_depth=2,budget=4096)", Policy: "dualmap", Params: scheduler.Params{}, Settings: []Setting{{"key_depth", "2"}}, Budget: 4096}},
 		{in: "dualmap-paper", want: Spec{Label: "dualmap-paper", Policy: "dualmap", Params: paper, Settings: paperSettings, Budget: -1, RebalanceSLO: 0.5, PrefillLoad: true, NoReplicas: true}},
-		{in: "dualmap-paper(rebalance=false)", want: Spec{Label: "dualmap-paper(rebalance=false)", Policy: "dualmap", Params: scheduler.Params{"headroom": "0.5", "hopeless": "load", "tie": "0", "overflow": "none", "home": "0", "rebalance": "false"}, Settings: paperSettings, Budget: -1, RebalanceSLO: 0.5, PrefillLoad: true, NoReplicas: true}},
+		{in: "dualmap-paper(rebalance=false)", want: Spec{Label: "dualmap-paper(rebalance=false)", Policy: "dualmap", Params: scheduler.Params{"headroom": "0.5", "hopeless": "load", "tie": "0", "overflow": "none", "home": "0", "reach": "0", "rebalance": "false"}, Settings: paperSettings, Budget: -1, RebalanceSLO: 0.5, PrefillLoad: true, NoReplicas: true}},
 		{in: "dualmap(learn=-1,oldest_wait=2)", want: Spec{Label: "dualmap(learn=-1,oldest_wait=2)", Policy: "dualmap", Params: scheduler.Params{}, Settings: []Setting{{"learn", "-1"}, {"oldest_wait", "2"}}}},
 		{in: "dualmap(learn=fast)", wantErr: true},
 		{in: "preble(max_running=-1)", want: Spec{Label: "preble(max_running=-1)", Policy: "preble", Params: scheduler.Params{}, Settings: []Setting{{"max_running", "-1"}}}},

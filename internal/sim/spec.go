@@ -62,9 +62,10 @@ type Setting struct{ Key, Value string }
 // settings: a pair (2 rings), split above 2/n and merge below 1/n over the
 // last 200 requests, the load switch at half the SLO (the authors' code)
 // whether or not the other candidate meets it (hopeless=load), tie 0 (only
-// strictly longer cached prefixes win), no overflow, the per-token cost
-// fixed at the prior (no online learning), no router queue (every request
-// goes straight to the engine, as the baselines in paper mode) and the
+// strictly longer cached prefixes win), no overflow, no reach outside the
+// candidate set, the per-token cost fixed at the prior (no online
+// learning), no router queue (every request goes straight to the engine,
+// as the baselines in paper mode) and the
 // rebalancer's hotspot threshold at the tokens one instance clears in half
 // the SLO; its TTFT estimate counts pending prefill only and hot keys are
 // not replicated (neither is in the paper). Our tuned defaults stay the
@@ -75,7 +76,7 @@ const PaperPreset = "dualmap-paper"
 func paperSpec(label string) Spec {
 	return Spec{
 		Label: label, Policy: "dualmap",
-		Params:   scheduler.Params{"headroom": "0.5", "hopeless": "load", "tie": "0", "overflow": "none", "home": "0"},
+		Params:   scheduler.Params{"headroom": "0.5", "hopeless": "load", "tie": "0", "overflow": "none", "home": "0", "reach": "0"},
 		Settings: []Setting{{"candidates", "2"}, {"split", "2"}, {"merge", "1"}, {"window", "200"}, {"learn", "-1"}},
 		Budget:   -1, RebalanceSLO: 0.5,
 		PrefillLoad: true, NoReplicas: true,
