@@ -13,7 +13,9 @@ import (
 
 // Requests carrying the configured session header share one candidate
 // pair whatever their prompts; without it, different prompts spread over
-// the pool.
+// the pool. The prompts without a session are not the session's: those are
+// cached on its pair, and the policy's reach would rightly follow them
+// there.
 func TestSessionHeaderKeysTheRoute(t *testing.T) {
 	y := "pools:\n  - candidates: 2\n    instances:\n"
 	for i := 1; i <= 8; i++ {
@@ -26,11 +28,12 @@ func TestSessionHeaderKeysTheRoute(t *testing.T) {
 		for i := range 12 {
 			c := ts.open(t)
 			var extra []string
+			n := 100 + i
 			if session {
-				extra = []string{"x-session-id", "conversation-7"}
+				extra, n = []string{"x-session-id", "conversation-7"}, i
 			}
 			b, _ := json.Marshal(map[string]any{"model": "m", "messages": []map[string]any{
-				{"role": "user", "content": fmt.Sprintf("Prompt number %d. ", i) + strings.Repeat("Tell me more. ", 400)}}})
+				{"role": "user", "content": fmt.Sprintf("Prompt number %d. ", n) + strings.Repeat("Tell me more. ", 400)}}})
 			body := string(b)
 			r := ts.post(t, c, "/v1/chat/completions", body, extra...)
 			dest := setHeader(r.GetRequestBody().GetResponse().GetHeaderMutation(), "x-gateway-destination-endpoint")
