@@ -53,9 +53,9 @@ import (
 //     default.
 //   - reach (default 64 [0], in [0, 1024]): the largest pool whose ready
 //     instances outside the candidate set are searched for a longer cached
-//     prefix (reach.go); 0: off. Measured on llm-d's simulator, where a
-//     quarter of the tool&agent workload's shared prefixes are shorter
-//     than the key (docs/evaluation.md, "Reach outside the candidate set").
+//     prefix (reach.go); 0: off. Measured on llm-d's simulator, where 40%
+//     of the tool&agent workload's shared prefixes are shorter than the
+//     key (docs/evaluation.md, "Reach outside the candidate set").
 type dualMap struct {
 	Headroom  float64 `param:"headroom"`
 	Hopeless  string  `param:"hopeless"`

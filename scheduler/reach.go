@@ -25,10 +25,12 @@ import "slices"
 // prefills many requests at once the work ahead costs far less than its
 // share of the estimate, so that cost settles well below what a token of
 // one's own costs (7x below on llm-d's simulator), and a cached prefix
-// would look worth little against the smallest difference in load. The search
-// looks up one block per ready member (the first one a longer prefix must
-// hold) and the whole prefix only where that block is, and runs only in
-// pools of at most d.Reach ready instances. It does not allocate.
+// would look worth little against the smallest difference in load.
+//
+// The search looks up one block per ready member (the first one a longer
+// prefix must hold) and the whole prefix only where that block is, and
+// runs only in pools of at most d.Reach ready instances. It does not
+// allocate.
 func (d *dualMap) holder(v *view, r *Request, cands []int32, maxCached int, pick int32, pickCached int, pickEst float64) int32 {
 	if v.nready > int(d.Reach) || len(r.Blocks) == 0 {
 		return -1
