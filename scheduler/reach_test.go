@@ -20,18 +20,26 @@ func outsider(t *testing.T, s *Scheduler, blocks []uint64) string {
 	return ""
 }
 
+// withHolder returns a scheduler over 8 instances with params, an 8-block
+// prompt q of prefix id p whose first shared blocks another prompt of p put
+// in the cache of h, a member outside q's pair.
+func withHolder(t *testing.T, params Params, p uint64, shared int) (*Scheduler, []uint64, string) {
+	t.Helper()
+	s, _ := mustNew(t, pairConfig(params), 8)
+	q := prompt(p, 2, shared, 8)
+	h := outsider(t, s, q)
+	if err := s.AddCached(h, prompt(p, 1, shared, 8)); err != nil {
+		t.Fatal(err)
+	}
+	return s, q, h
+}
+
 func TestDualMapReachFindsHolderOutsideTheSet(t *testing.T) {
-	// Two 8-block prompts share their first 2 blocks, shorter than no key:
-	// the key is 2 key blocks, so the shared part alone decides nothing.
-	// The holder of 2 shared blocks (1,024 of 4,096 tokens, past tie 0.1)
-	// outside q's pair has the lower estimate: q goes there.
+	// h, outside q's pair, holds q's first 2 blocks (1,024 of 4,096
+	// tokens, past tie 0.1), as a request keyed to another set would have
+	// left them; idle, it has the lower estimate: with reach q goes there.
 	for _, reach := range []int{0, 8} {
-		s, _ := mustNew(t, pairConfig(Params{"reach": reach}), 8)
-		q := prompt(9, 2, 2, 8)
-		h := outsider(t, s, q)
-		if err := s.AddCached(h, prompt(9, 1, 2, 8)); err != nil {
-			t.Fatal(err)
-		}
+		s, q, h := withHolder(t, Params{"reach": reach}, 9, 2)
 		d := route(t, s, req(q))
 		if reach == 0 {
 			if d.Instance == h || d.Reason == ReasonHolder {
@@ -62,13 +70,7 @@ func BenchmarkPickReach(b *testing.B) {
 				s, _ := mustNew(b, Config{Params: Params{"reach": reach}, Queue: QueueConfig{Budget: 16384}}, n)
 				warm(b, s, 20*n)
 				_, reqs := benchScheduler(b, "dualmap", 1)
-				b.ReportAllocs()
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					if _, err := s.Pick(reqs[i&255]); err != nil {
-						b.Fatal(err)
-					}
-				}
+				benchPicks(b, s, reqs)
 			})
 		}
 	}
@@ -77,12 +79,7 @@ func BenchmarkPickReach(b *testing.B) {
 func TestDualMapReachLeavesALoadedHolder(t *testing.T) {
 	// The holder's work ahead outweighs the 1,024 tokens it saves: the
 	// request stays in its set (a lower estimate, never a hotspot).
-	s, _ := mustNew(t, pairConfig(Params{"reach": 8}), 8)
-	q := prompt(10, 2, 2, 8)
-	h := outsider(t, s, q)
-	if err := s.AddCached(h, prompt(10, 1, 2, 8)); err != nil {
-		t.Fatal(err)
-	}
+	s, q, h := withHolder(t, Params{"reach": 8}, 10, 2)
 	loadInstance(t, s, h, 2000)
 	if d := route(t, s, req(q)); d.Instance == h || d.Reason == ReasonHolder {
 		t.Fatalf("Submit() = %s (%v), want a candidate over the loaded holder %s", d.Instance, d.Reason, h)
@@ -96,12 +93,7 @@ func TestDualMapReachNeedsMoreThanTie(t *testing.T) {
 		tie  float64
 		want bool
 	}{{0.1, true}, {0.2, false}} {
-		s, _ := mustNew(t, pairConfig(Params{"reach": 8, "tie": tc.tie}), 8)
-		q := prompt(11, 2, 1, 8)
-		h := outsider(t, s, q)
-		if err := s.AddCached(h, prompt(11, 1, 1, 8)); err != nil {
-			t.Fatal(err)
-		}
+		s, q, h := withHolder(t, Params{"reach": 8, "tie": tc.tie}, 11, 1)
 		if d := route(t, s, req(q)); (d.Instance == h) != tc.want {
 			t.Fatalf("tie %g: Submit() = %s (%v), holder %s chosen = %v, want %v", tc.tie, d.Instance, d.Reason, h, d.Instance == h, tc.want)
 		}
@@ -110,24 +102,14 @@ func TestDualMapReachNeedsMoreThanTie(t *testing.T) {
 
 func TestDualMapReachOnlyInSmallPools(t *testing.T) {
 	// reach 4 in a pool of 8: no search, the request stays in its set.
-	s, _ := mustNew(t, pairConfig(Params{"reach": 4}), 8)
-	q := prompt(12, 2, 2, 8)
-	h := outsider(t, s, q)
-	if err := s.AddCached(h, prompt(12, 1, 2, 8)); err != nil {
-		t.Fatal(err)
-	}
+	s, q, h := withHolder(t, Params{"reach": 4}, 12, 2)
 	if d := route(t, s, req(q)); d.Instance == h {
 		t.Fatalf("Submit() = %s (%v), want a candidate: the pool is larger than reach", d.Instance, d.Reason)
 	}
 }
 
 func TestDualMapReachSkipsUnready(t *testing.T) {
-	s, _ := mustNew(t, pairConfig(Params{"reach": 8}), 8)
-	q := prompt(13, 2, 2, 8)
-	h := outsider(t, s, q)
-	if err := s.AddCached(h, prompt(13, 1, 2, 8)); err != nil {
-		t.Fatal(err)
-	}
+	s, q, h := withHolder(t, Params{"reach": 8}, 13, 2)
 	if err := s.SetHealthy(h, false); err != nil {
 		t.Fatal(err)
 	}
@@ -153,12 +135,7 @@ func TestDualMapReachPricesOwnTokensAsMeasured(t *testing.T) {
 	// Once first tokens show that a token of a request's own prompt costs
 	// 1e-3 s and one of the work ahead 1e-5 s (an engine that prefills in
 	// parallel), the saving is worth ten times more and the holder wins.
-	s, _ := mustNew(t, pairConfig(Params{"reach": 8}), 8)
-	q := prompt(14, 2, 2, 8)
-	h := outsider(t, s, q)
-	if err := s.AddCached(h, prompt(14, 1, 2, 8)); err != nil {
-		t.Fatal(err)
-	}
+	s, q, h := withHolder(t, Params{"reach": 8}, 14, 2)
 	loadInstance(t, s, h, 2000)
 	for i := range 200 {
 		own, ahead := float64(100+37*(i%50)), float64(3000*(i%7))
@@ -175,12 +152,7 @@ func TestDualMapReachPricesOwnTokensAsMeasured(t *testing.T) {
 func TestDualMapReachNotPastTheSLO(t *testing.T) {
 	// Every instance is past the SLO (5 s at 1e-4 s a token): the holder
 	// saves 1,024 tokens, yet the request stays in its set.
-	s, _ := mustNew(t, pairConfig(Params{"reach": 8, "hopeless": "cache"}), 8)
-	q := prompt(15, 2, 2, 8)
-	h := outsider(t, s, q)
-	if err := s.AddCached(h, prompt(15, 1, 2, 8)); err != nil {
-		t.Fatal(err)
-	}
+	s, q, h := withHolder(t, Params{"reach": 8, "hopeless": "cache"}, 15, 2)
 	for _, in := range s.Instances() {
 		loadInstance(t, s, in.ID, 60000)
 	}
