@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"math"
+	"sync/atomic"
 )
 
 // The TTFT estimator. It models an engine that runs in steps (vLLM, SGLang
@@ -169,10 +170,11 @@ func (c CostConfig) validate() error {
 // for concurrent use: policies read them while observations refine them.
 type estimator struct {
 	cfg   *CostConfig
-	costv atomicFloat // c: seconds per prefill token
-	stepv atomicFloat // k: scale of the step overhead
-	svc   atomicFloat // S: mean seconds from dispatch to completion
-	ahead aheadFit    // the marginal cost of prefill work ahead (admission.go)
+	costv atomicFloat  // c: seconds per prefill token
+	stepv atomicFloat  // k: scale of the step overhead
+	svc   atomicFloat  // S: mean seconds from dispatch to completion
+	svcN  atomic.Int64 // completions observeService has counted
+	ahead aheadFit     // the marginal cost of prefill work ahead (admission.go)
 	// The configuration's fixed terms, negatives as 0.
 	reqTokens       float64
 	stepBase, perSq float64
@@ -268,22 +270,36 @@ func (e *estimator) slotWait(l load) float64 {
 func (e *estimator) serviceTime() float64 { return e.svc.get() }
 
 // observeService refines S from the time one request held its sequence
-// slot (an exponential average over about 50 requests). Not the time from
-// dispatch: that includes the wait for the slot, and an engine queue that
-// grew would make every slot look slower to free and the queue longer.
+// slot. Not the time from dispatch: that includes the wait for the slot,
+// and an engine queue that grew would make every slot look slower to free
+// and the queue longer.
+//
+// The first observation replaces the prior and the first svcWindow are
+// averaged alike; after them it is an exponential average over about the
+// last svcWindow. The prior (CostConfig.ServiceTime, 20 s) is a guess for
+// long generations: an exponential average from it would keep it for
+// about a hundred completions, and on an engine whose requests hold a
+// slot a second (llm-d's simulator with 64 output tokens) the slot wait
+// of every estimate in that time was several times what the engine
+// showed. With several router replicas each one sees only its share of
+// the completions, so that took proportionally longer on each.
 func (e *estimator) observeService(d float64) {
 	if !(d > 0) || math.IsInf(d, 0) {
 		return
 	}
+	w := max(1/float64(e.svcN.Add(1)), 1.0/svcWindow)
 	for {
 		old := e.svc.bits.Load()
 		v := math.Float64frombits(old)
-		v += 0.02 * (d - v)
+		v += w * (d - v)
 		if e.svc.bits.CompareAndSwap(old, math.Float64bits(v)) {
 			return
 		}
 	}
 }
+
+// svcWindow is the number of completions S averages over (observeService).
+const svcWindow = 50
 
 // sample is what a dispatch records to learn from its TTFT: the estimate's
 // parts at dispatch.

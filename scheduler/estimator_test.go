@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -236,8 +237,8 @@ func TestSlotWaitThroughScheduler(t *testing.T) {
 
 // What the other estimator tests leave open (each found by a mutant that
 // lived): the per-request cost counts every request ahead (P x (N+1), not
-// P / (N+1)); the q term is in terms() as in ttft(); the service time
-// moves by 2% of each observation's difference and ignores a zero one; an
+// P / (N+1)); the q term is in terms() as in ttft(); the first service
+// time observed replaces the prior and a zero one is ignored; an
 // observation with no prefill work teaches neither coefficient.
 func TestEstimatorRequestsAheadQuadraticAndService(t *testing.T) {
 	cfg := bare(CostConfig{PerToken: 0.0001, Quadratic: 1e-6, ServiceTime: 10})
@@ -257,8 +258,8 @@ func TestEstimatorRequestsAheadQuadraticAndService(t *testing.T) {
 		t.Errorf("serviceTime() after observations of 0 and -1 s = %v, want the prior 10", s)
 	}
 	e.observeService(20)
-	if s, want := e.serviceTime(), 10+0.02*(20-10); math.Abs(s-want) > 1e-12 {
-		t.Errorf("serviceTime() after one 20 s observation = %v, want %v", s, want)
+	if s := e.serviceTime(); s != 20 {
+		t.Errorf("serviceTime() after one 20 s observation = %v, want 20 (the first observation replaces the prior)", s)
 	}
 	// RequestTokens negative: a fully cached request on an idle instance
 	// has W = 0; its TTFT is all step overhead, yet it is not learnt from.
@@ -293,5 +294,58 @@ func TestEstimatorLearnsWithoutTheQuadraticTerm(t *testing.T) {
 	}
 	if rel := math.Abs(e.cost()-truth) / truth; rel > 0.01 {
 		t.Errorf("learned cost = %g, want %g within 1%% (q term and memory factor taken out)", e.cost(), truth)
+	}
+}
+
+// S leaves its prior at the first completion and averages the first
+// svcWindow alike; after them one completion moves it by 1/svcWindow of
+// its distance, so that one slow request does not double the slot wait.
+func TestServiceTimeWarmsUpFromItsPrior(t *testing.T) {
+	cfg := CostConfig{PerToken: 0.0001, ServiceTime: 20}.withDefaults()
+	e := newEstimator(&cfg, cfg.PerToken, 1)
+	if s := e.serviceTime(); s != 20 {
+		t.Fatalf("serviceTime() before any completion = %v, want the prior 20", s)
+	}
+	for i := 1; i <= svcWindow; i++ {
+		d := 1.0
+		if i%2 == 0 {
+			d = 2
+		}
+		e.observeService(d)
+		want := 1.5 // the mean of the observations so far
+		if i%2 == 1 {
+			want = (1.5*float64(i-1) + 1) / float64(i)
+		}
+		if s := e.serviceTime(); math.Abs(s-want) > 1e-9 {
+			t.Fatalf("serviceTime() after %d completions of 1 and 2 s = %v, want their mean %v", i, s, want)
+		}
+	}
+	e.observeService(51.5)
+	if s, want := e.serviceTime(), 1.5+(51.5-1.5)/svcWindow; math.Abs(s-want) > 1e-9 {
+		t.Errorf("serviceTime() after a 51.5 s completion past the window = %v, want %v (a 1/%d step)", s, want, svcWindow)
+	}
+}
+
+// Completions counted from several goroutines at once (instances sharing
+// one estimator) keep S within what was observed.
+func TestServiceTimeConcurrentObservations(t *testing.T) {
+	cfg := CostConfig{PerToken: 0.0001, ServiceTime: 20}.withDefaults()
+	e := newEstimator(&cfg, cfg.PerToken, 1)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 1000 {
+				e.observeService(1 + float64(g)/4)
+			}
+		}()
+	}
+	wg.Wait()
+	if s := e.serviceTime(); s < 1 || s > 1.75 {
+		t.Errorf("serviceTime() after 4,000 completions of 1-1.75 s = %v, want within [1, 1.75]", s)
+	}
+	if n := e.svcN.Load(); n != 4000 {
+		t.Errorf("completions counted = %d, want 4000", n)
 	}
 }
