@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -259,5 +260,31 @@ func TestSetReplicasOff(t *testing.T) {
 	s.SetReplicas(1)
 	if d := route(t, s, req(prompt(2, 2, 0, 1))); !d.Queued {
 		t.Error("with SetReplicas(1), a request dispatched with 3 running on a limit of 2, want it queued")
+	}
+}
+
+// The other replicas' pending prefill is in the work a request waits for,
+// for the estimator's learning as for its estimate: an engine whose TTFT
+// is a cost per token of all the prefill ahead teaches that cost, not one
+// inflated by the share of the work the other replicas sent.
+func TestLearnsCostWithRemotePendingWork(t *testing.T) {
+	const truth = 0.0002 // seconds a token of prefill, the replicas' and its own
+	cost := bare(CostConfig{PerToken: 0.0001})
+	s, clk := mustNew(t, Config{Policy: "least-loaded", Cost: cost}, 1)
+	id := pool(1)[0].ID
+	rng := rand.New(rand.NewPCG(3, 3))
+	for i := range 400 {
+		remote := 1000 + rng.IntN(4000)
+		if err := s.SetRemoteLoad(id, Load{PendingTokens: remote}); err != nil {
+			t.Fatal(err)
+		}
+		r := req(prompt(uint64(i+1), uint64(i+1), 0, 1+rng.IntN(4)))
+		route(t, s, r)
+		clk.Advance(time.Duration(truth * float64(remote+r.Tokens) * float64(time.Second)))
+		s.FirstToken(r)
+		s.Complete(r)
+	}
+	if got := state(s, id).CostPerToken; math.Abs(got-truth)/truth > 0.05 {
+		t.Errorf("learned cost %g s a token, want within 5%% of %g (the other replicas' pending work counted)", got, truth)
 	}
 }
