@@ -288,3 +288,49 @@ func TestLearnsCostWithRemotePendingWork(t *testing.T) {
 		t.Errorf("learned cost %g s a token, want within 5%% of %g (the other replicas' pending work counted)", got, truth)
 	}
 }
+
+// A replica that claims pending prefill it never sent (issue 24's hostile
+// writer; package coord cuts each claim to RemoteBounds) now also skews
+// what this replica learns: the engine's TTFT follows this replica's own
+// tokens alone, so the cost learns low while the claim lasts. It stays
+// positive and finite, and once the claim stops the cost is learned back.
+func TestLearnedCostRecoversFromAFalseRemoteClaim(t *testing.T) {
+	const truth, kv = 0.0002, 50_000
+	cost := bare(CostConfig{PerToken: truth, KVTokens: kv})
+	s, clk := mustNew(t, Config{Policy: "least-loaded", Cost: cost}, 1)
+	id := pool(1)[0].ID
+	bounds := map[string]Load{}
+	s.RemoteBounds(bounds)
+	claim := bounds[id].PendingTokens
+	if claim != kv {
+		t.Fatalf("RemoteBounds pending = %d, want the KV capacity %d", claim, kv)
+	}
+	serve := func(i, remote int) {
+		t.Helper()
+		if err := s.SetRemoteLoad(id, Load{PendingTokens: remote}); err != nil {
+			t.Fatal(err)
+		}
+		r := req(prompt(uint64(i+1), uint64(i+1), 0, 2))
+		route(t, s, r)
+		clk.Advance(time.Duration(truth * float64(r.Tokens) * float64(time.Second)))
+		s.FirstToken(r)
+		s.Complete(r)
+	}
+	for i := range 300 {
+		serve(i, claim)
+	}
+	low := state(s, id).CostPerToken
+	t.Logf("cost %g s a token under the claim (truth %g)", low, truth)
+	if !(low > 0) || math.IsInf(low, 0) || low >= truth {
+		t.Fatalf("cost under a false claim of %d pending tokens = %g, want positive, finite and below %g", claim, low, truth)
+	}
+	if floor := truth * 1024 / (kv + 1024) / 2; low < floor {
+		t.Errorf("cost under the claim = %g, want at least %g (no lower than the claim at its bound can teach)", low, floor)
+	}
+	for i := 300; i < 1000; i++ {
+		serve(i, 0)
+	}
+	if got := state(s, id).CostPerToken; math.Abs(got-truth)/truth > 0.05 {
+		t.Errorf("cost 700 requests after the claim stopped = %g, want within 5%% of %g", got, truth)
+	}
+}
