@@ -274,20 +274,22 @@ func (e *estimator) serviceTime() float64 { return e.svc.get() }
 // and an engine queue that grew would make every slot look slower to free
 // and the queue longer.
 //
-// The first observation replaces the prior and the first svcWindow are
-// averaged alike; after them it is an exponential average over about the
-// last svcWindow. The prior (CostConfig.ServiceTime, 20 s) is a guess for
-// long generations: an exponential average from it would keep it for
-// about a hundred completions, and on an engine whose requests hold a
-// slot a second (llm-d's simulator with 64 output tokens) the slot wait
-// of every estimate in that time was several times what the engine
-// showed. With several router replicas each one sees only its share of
-// the completions, so that took proportionally longer on each.
+// The prior counts as one completion: S is the mean of it and the
+// completions seen until they number svcWindow, then an exponential
+// average over about the last svcWindow. The prior (CostConfig.ServiceTime,
+// 20 s) is a guess for long generations: an exponential average from it
+// kept most of it for about a hundred completions, and on an engine whose
+// requests hold a slot a second (llm-d's simulator with 64 output tokens)
+// the slot wait of every estimate in that time was several times what the
+// engine showed; with several router replicas each one sees only its
+// share of the completions, so that took proportionally longer on each.
+// One completion does not replace it: a short first request (a warm-up
+// of a few tokens) would make every slot look free.
 func (e *estimator) observeService(d float64) {
 	if !(d > 0) || math.IsInf(d, 0) {
 		return
 	}
-	w := max(1/float64(e.svcN.Add(1)), 1.0/svcWindow)
+	w := max(1/float64(e.svcN.Add(1)+1), 1.0/svcWindow)
 	for {
 		old := e.svc.bits.Load()
 		v := math.Float64frombits(old)

@@ -238,7 +238,7 @@ func TestSlotWaitThroughScheduler(t *testing.T) {
 // What the other estimator tests leave open (each found by a mutant that
 // lived): the per-request cost counts every request ahead (P x (N+1), not
 // P / (N+1)); the q term is in terms() as in ttft(); the first service
-// time observed replaces the prior and a zero one is ignored; an
+// time observed is averaged with the prior and a zero one is ignored; an
 // observation with no prefill work teaches neither coefficient.
 func TestEstimatorRequestsAheadQuadraticAndService(t *testing.T) {
 	cfg := bare(CostConfig{PerToken: 0.0001, Quadratic: 1e-6, ServiceTime: 10})
@@ -258,8 +258,8 @@ func TestEstimatorRequestsAheadQuadraticAndService(t *testing.T) {
 		t.Errorf("serviceTime() after observations of 0 and -1 s = %v, want the prior 10", s)
 	}
 	e.observeService(20)
-	if s := e.serviceTime(); s != 20 {
-		t.Errorf("serviceTime() after one 20 s observation = %v, want 20 (the first observation replaces the prior)", s)
+	if s := e.serviceTime(); s != 15 {
+		t.Errorf("serviceTime() after one 20 s observation = %v, want 15 (the mean of the prior 10 and it)", s)
 	}
 	// RequestTokens negative: a fully cached request on an idle instance
 	// has W = 0; its TTFT is all step overhead, yet it is not learnt from.
@@ -297,31 +297,31 @@ func TestEstimatorLearnsWithoutTheQuadraticTerm(t *testing.T) {
 	}
 }
 
-// S leaves its prior at the first completion and averages the first
-// svcWindow alike; after them one completion moves it by 1/svcWindow of
-// its distance, so that one slow request does not double the slot wait.
+// S is the mean of its prior, counted as one completion, and the
+// completions seen until they number svcWindow; after that one completion
+// moves it by 1/svcWindow of its distance, so that one slow request does
+// not double the slot wait.
 func TestServiceTimeWarmsUpFromItsPrior(t *testing.T) {
 	cfg := CostConfig{PerToken: 0.0001, ServiceTime: 20}.withDefaults()
 	e := newEstimator(&cfg, cfg.PerToken, 1)
 	if s := e.serviceTime(); s != 20 {
 		t.Fatalf("serviceTime() before any completion = %v, want the prior 20", s)
 	}
-	for i := 1; i <= svcWindow; i++ {
-		d := 1.0
-		if i%2 == 0 {
-			d = 2
-		}
+	sum := 20.0
+	for i := 1; i < svcWindow; i++ {
+		d := 1 + float64(i%2) // 2, 1, 2, 1, ...
 		e.observeService(d)
-		want := 1.5 // the mean of the observations so far
-		if i%2 == 1 {
-			want = (1.5*float64(i-1) + 1) / float64(i)
-		}
-		if s := e.serviceTime(); math.Abs(s-want) > 1e-9 {
-			t.Fatalf("serviceTime() after %d completions of 1 and 2 s = %v, want their mean %v", i, s, want)
+		sum += d
+		if s, want := e.serviceTime(), sum/float64(i+1); math.Abs(s-want) > 1e-9 {
+			t.Fatalf("serviceTime() after %d completions = %v, want %v (the mean of the prior and them)", i, s, want)
 		}
 	}
+	before := e.serviceTime()
+	if before > 2 {
+		t.Fatalf("serviceTime() after %d completions of 1-2 s = %v, want below 2 (the prior's weight 1/%d)", svcWindow-1, before, svcWindow)
+	}
 	e.observeService(51.5)
-	if s, want := e.serviceTime(), 1.5+(51.5-1.5)/svcWindow; math.Abs(s-want) > 1e-9 {
+	if s, want := e.serviceTime(), before+(51.5-before)/svcWindow; math.Abs(s-want) > 1e-9 {
 		t.Errorf("serviceTime() after a 51.5 s completion past the window = %v, want %v (a 1/%d step)", s, want, svcWindow)
 	}
 }
