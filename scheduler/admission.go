@@ -184,6 +184,6 @@ func (s *Scheduler) idleAdaptive(in *instance) bool {
 	if in.inFlight() >= s.cfg.Queue.IdleRunning || in.engineQueuing() {
 		return false
 	}
-	p := in.pendingTokens.get() + in.remote.PendingTokens.get()
+	p := in.prefillPending()
 	return p == 0 || in.est.ahead.cost()*float64(p) <= s.aheadBudget()/8
 }

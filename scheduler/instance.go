@@ -207,8 +207,15 @@ func lockOwner(r *Request) *instance {
 // engine reports a longer queue of its own (traffic the routers do not
 // see, estimates that drifted), that queue at the average request size.
 func (in *instance) ahead() int {
-	own := in.onTimeTokens.get() + in.pendingTokens.get() + in.remote.QueuedTokens.get() + in.remote.PendingTokens.get()
+	own := in.onTimeTokens.get() + in.remote.QueuedTokens.get() + in.prefillPending()
 	return max(own, int(float64(in.engineWaiting.get())*in.avgUncached.get()))
+}
+
+// prefillPending is the uncached prompt tokens dispatched to in and not yet
+// through prefill: this replica's and the other replicas' as last
+// reported (the engine's prefill work, no router queue's).
+func (in *instance) prefillPending() int {
+	return in.pendingTokens.get() + in.remote.PendingTokens.get()
 }
 
 // EngineLoad is the load an instance reports about itself (e.g. vLLM's

@@ -382,16 +382,12 @@ func (s *Scheduler) assign(r *Request, in *instance, now time.Duration) {
 func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration) {
 	r.cached = in.cachedTokens(r, s.cfg.BlockSize) // may have grown while it waited
 	r.uncached = r.Tokens - r.cached
-	// What r waits for once sent: the engine's prefill work, this
-	// replica's and the other replicas' as last reported, not the router
+	// What r waits for once sent: the engine's prefill work, the other
+	// replicas' included as the estimate counts it (without it each of n
+	// replicas learned a cost up to n times too high), not the router
 	// queues' (their wait is not part of the TTFT measured from dispatch).
-	// The estimate counts the others' pending prefill, so the sample it
-	// learns from must too: without it each of n replicas learned its cost
-	// from about 1/n of the work ahead, and a cost that many times too high
-	// (llm-d's simulator, three replicas: 0.14-0.19 ms a token against one
-	// replica's 0.05, and estimates twice the TTFTs the engines showed).
 	l := in.load()
-	l.ahead, l.requests = in.pendingTokens.get()+in.remote.PendingTokens.get(), in.prefilling.get()
+	l.ahead, l.requests = in.prefillPending(), in.prefilling.get()
 	r.work = in.est.sampleOf(l, r.uncached)
 	r.aheadAt = l.ahead
 	in.sinceReport.dispatched.add(1)
