@@ -18,8 +18,10 @@ import (
 //	B = TTFT(r, source) - TTFT(r, j)
 //
 // and a move is allowed when B > 0 and TTFT(r, j) is within what is left of
-// r's SLO after its wait (a request that can no longer make it anywhere
-// stays: moving it would cost its cache and gain nothing).
+// r's SLO after its wait. A request that can no longer make it anywhere
+// (late, under the deadline order) moves only to a candidate that holds a
+// longer cached prefix of it, whatever the thresholds (latemove.go): its
+// TTFT is lost, its prefill can still be saved.
 // Moves are taken in descending B, re-checked against the loads the
 // earlier moves of the round left, while the source is still over its
 // threshold (a request that itself waited OldestWait may move after that).
@@ -78,6 +80,7 @@ type Move struct {
 
 	from, to *instance
 	toCached int
+	late     bool // a late request following its prefix (latemove.go)
 }
 
 // Plan returns the moves one rebalancing round would make now, without
@@ -128,11 +131,13 @@ func (s *Scheduler) planFrom(src *instance, now time.Duration) {
 	}
 	thr := s.threshold(src)
 	oldest := time.Duration(0)
+	late := false
 	for _, r := range src.queue {
 		oldest = max(oldest, now-r.enqueued)
+		late = late || s.lateHere(r, src, now)
 	}
 	stuck := cfg.OldestWait > 0 && oldest >= cfg.OldestWait
-	if src.ahead() <= thr && !stuck {
+	if src.ahead() <= thr && !stuck && !late {
 		return
 	}
 	first := len(s.moves)
@@ -143,6 +148,12 @@ func (s *Scheduler) planFrom(src *instance, now time.Duration) {
 	}
 	cand := s.moves[first:]
 	slices.SortFunc(cand, func(a, b Move) int {
+		if a.late != b.late { // requests that can still make their SLO first
+			if b.late {
+				return -1
+			}
+			return 1
+		}
 		if a.Benefit != b.Benefit {
 			if a.Benefit > b.Benefit {
 				return -1
@@ -160,15 +171,17 @@ func (s *Scheduler) planFrom(src *instance, now time.Duration) {
 		}
 		r := m.Request
 		waitedOut := cfg.OldestWait > 0 && now-r.enqueued >= cfg.OldestWait
-		if load <= thr && !waitedOut {
+		if load <= thr && !waitedOut && !m.late {
 			continue
 		}
 		m2, ok := s.bestMove(r, src, load, now)
 		if !ok {
 			continue
 		}
-		load -= r.uncached
-		s.added[m2.to.idx] += r.Tokens - m2.toCached
+		if !m2.late { // a late request's work counts in no one's ahead()
+			load -= r.uncached
+			s.added[m2.to.idx] += r.Tokens - m2.toCached
+		}
 		s.moves[kept] = m2
 		kept++
 	}
@@ -176,8 +189,11 @@ func (s *Scheduler) planFrom(src *instance, now time.Duration) {
 }
 
 // bestMove returns the most beneficial allowed move of r away from src,
-// whose queued plus pending work is srcLoad.
+// whose queued plus pending work is srcLoad; for a late r, lateMove's.
 func (s *Scheduler) bestMove(r *Request, src *instance, srcLoad int, now time.Duration) (Move, bool) {
+	if s.lateHere(r, src, now) {
+		return s.lateMove(r, src)
+	}
 	slo := (s.sloOf(r) - (now - r.arrived)).Seconds() // what is left of it
 	from := src.ttftAt(srcLoad-r.uncached, r.uncached)
 	// r stays with the other held requests of its group (held.go) while
