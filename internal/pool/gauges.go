@@ -59,7 +59,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"pool", "instance"),
 		upstreamErr: counter("dualmap_upstream_errors_total", "5xx responses and connection failures per instance.", "pool", "instance"),
 		hostIgnored: counter("dualmap_upstream_host_ignored_total", "Responses whose x-dualmap-upstream-host named no instance of the pool: ignored for health attribution.", "pool"),
-		migrations:  counter("dualmap_migrations_total", "Queued requests moved to another candidate by the hotspot rebalancer.", "pool"),
+		migrations:  counter("dualmap_migrations_total", "Queued requests moved to another candidate by the rebalancer: off a hotspot, or, once late, to the candidate holding a longer cached prefix.", "pool"),
 		stateUp:     gauge("dualmap_state_up", "1 while the shared state (Redis) is reachable; always 1 with in-memory state.", "pool"),
 		stateDelay:  gauge("dualmap_state_propagation_p99_seconds", "p99 delay between another replica's dispatch and its arrival here.", "pool"),
 		stateLag:    gauge("dualmap_state_propagation_last_seconds", "Delay between another replica's dispatch and its arrival here, for the last batch read.", "pool"),
