@@ -390,6 +390,15 @@ type Health struct {
 	// repeated failures up to MaxBackoff (defaults 2s and 60s).
 	Backoff    time.Duration `yaml:"backoff"`
 	MaxBackoff time.Duration `yaml:"max_backoff"`
+	// Consecutive5xx is how many 5xx answers in a row other than 502, 503
+	// and 504 take an instance out (default 3; 1: the first). A 502, 503
+	// or 504 (what a proxy answers when it cannot reach or hear from an
+	// instance, or an engine that is not serving) and a request the proxy
+	// had to send to the fallback take it out at once. An engine under load
+	// can fail a single request with 500 (llm-d's vLLM simulator does),
+	// and taking a busy instance out for its backoff throws away a share of
+	// the pool's capacity and cache.
+	Consecutive5xx int `yaml:"consecutive_5xx"`
 }
 
 // State selects where shared state lives.

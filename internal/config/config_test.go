@@ -25,7 +25,8 @@ func TestParseMinimalGetsDefaults(t *testing.T) {
 	}
 	p := c.Pools[0]
 	if c.Listen.GRPC != "127.0.0.1:9002" || c.Listen.Admin != "127.0.0.1:9090" || p.Name != "default" || p.Models[0] != "*" ||
-		p.BlockSize != 16 || p.Policy.Name != "dualmap" || c.SLO.Default != 5*time.Second || c.Routing.Mode != ModeOverrideHost {
+		p.BlockSize != 16 || p.Policy.Name != "dualmap" || c.SLO.Default != 5*time.Second || c.Routing.Mode != ModeOverrideHost ||
+		c.Health.Consecutive5xx != 3 {
 		t.Errorf("Parse(minimal) = %+v, want defaults", c)
 	}
 }
@@ -139,6 +140,8 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"queue order", minimal + "limits: {queue_order: fifo}\n", "limits.queue_order"},
 		{"late requests", minimal + "limits: {late_requests: drop}\n", "limits.late_requests"},
 		{"max running", minimal + "limits: {max_running: -1}\n", "limits.max_running"},
+		{"consecutive 5xx", minimal + "health: {consecutive_5xx: -1}\n", "health.consecutive_5xx"},
+		{"consecutive 5xx too many", minimal + "health: {consecutive_5xx: 1001}\n", "health.consecutive_5xx"},
 		{"objective priority", minimal + "objectives: {batch: 2000000000}\n", "objectives.batch"},
 		{"objective not a number", minimal + "objectives: {batch: low}\n", "objectives"},
 		{"not yaml", "pools: [\n", "pools"},

@@ -223,6 +223,9 @@ func (c Config) WithDefaults() Config {
 	if c.Health.Backoff == 0 {
 		c.Health.Backoff = 2 * time.Second
 	}
+	if c.Health.Consecutive5xx == 0 {
+		c.Health.Consecutive5xx = 3
+	}
 	if c.Health.MaxBackoff == 0 {
 		c.Health.MaxBackoff = time.Minute
 	}

@@ -217,6 +217,8 @@ func (c Config) Validate() error {
 		return invalid("health.path", "must start with /, got %q", c.Health.Path)
 	case c.Health.Interval <= 0 || c.Health.Timeout <= 0 || c.Health.Backoff <= 0 || c.Health.MaxBackoff < c.Health.Backoff:
 		return invalid("health", "interval, timeout and backoff must be > 0 and max_backoff >= backoff")
+	case c.Health.Consecutive5xx < 1 || c.Health.Consecutive5xx > 1000:
+		return invalid("health.consecutive_5xx", "must be in [1, 1000], got %d", c.Health.Consecutive5xx)
 	case c.State.Backend != "memory" && c.State.Backend != "redis":
 		return invalid("state.backend", "%q is not memory or redis", c.State.Backend)
 	case c.State.Backend == "redis" && len(c.State.Redis.Addrs) == 0:

@@ -12,8 +12,11 @@ import (
 // the xDS management server's verdicts and membership changes are applied
 // in the order they were decided.
 //
-// An instance that answers 5xx (or that Envoy cannot reach) is taken out
-// at once and kept out for a backoff that doubles on repeated failures
+// An instance that Envoy cannot reach (the request went to the fallback),
+// or that answers 502, 503 or 504, is taken out at once; one that answers
+// other 5xx is taken out after health.consecutive_5xx of them in a row (an
+// engine under load can fail one request with 500 and serve the next). It
+// is kept out for a backoff that doubles on repeated failures
 // (health.backoff up to health.max_backoff). Probes take out instances
 // that stop answering and bring back those that answer again once their
 // backoff has passed. An instance the management server marks UNHEALTHY
@@ -24,6 +27,7 @@ type healthState struct {
 	down      bool
 	downUntil time.Time
 	backoff   time.Duration
+	errors    int // other 5xx answers in a row since the last success or outage
 }
 
 // HealthState is what the pool holds about an instance's health.
@@ -54,17 +58,41 @@ func (p *Pool) healthOf(id string) *healthState {
 	return h
 }
 
-// failed records a 5xx or connection failure of instance id. The first
-// failure of an outage takes it out for the backoff; failures of requests
-// already in flight during the outage change nothing; a failure after the
-// instance came back doubles the backoff (flapping escalates).
+// failed records a connection failure of instance id, or a 5xx that takes
+// it out at once. The first failure of an outage takes it out for the
+// backoff; failures of requests already in flight during the outage change
+// nothing; a failure after the instance came back doubles the backoff
+// (flapping escalates).
 func (p *Pool) failed(id string) {
-	m := p.m
-	m.m.upstreamErr.WithLabelValues(p.name, id).Inc()
-	now := m.now()
+	p.m.m.upstreamErr.WithLabelValues(p.name, id).Inc()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.takeOut(id)
+}
+
+// answered5xx records a 5xx answer of instance id: 502, 503 and 504 take
+// it out at once, other 5xx once health.consecutive_5xx have come in a
+// row.
+func (p *Pool) answered5xx(id string, status int) {
+	p.m.m.upstreamErr.WithLabelValues(p.name, id).Inc()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h := p.healthOf(id)
+	if status < 502 || status > 504 {
+		if h.errors++; h.errors < p.m.cfg.Health.Consecutive5xx {
+			return
+		}
+	}
+	p.takeOut(id)
+}
+
+// takeOut takes id out for its backoff, unless it is out already. Call
+// with p.mu held.
+func (p *Pool) takeOut(id string) {
+	m := p.m
+	now := m.now()
+	h := p.healthOf(id)
+	h.errors = 0
 	if h.down {
 		return
 	}
@@ -86,7 +114,12 @@ func (p *Pool) succeeded(id string) {
 	now := p.m.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if h := p.health[id]; h != nil && !h.down && now.Sub(h.downUntil) > p.m.cfg.Health.MaxBackoff {
+	h := p.health[id]
+	if h == nil {
+		return
+	}
+	h.errors = 0
+	if !h.down && now.Sub(h.downUntil) > p.m.cfg.Health.MaxBackoff {
 		h.backoff = 0
 	}
 }

@@ -137,7 +137,8 @@ func (t *Ticket) Dispatched() time.Time { return t.at }
 
 // Responded takes the response's start: its HTTP status and the endpoint
 // the proxy reports as having served it ("" when it reports none). A 5xx
-// takes the serving instance out (health.go); an endpoint other than the
+// counts against the serving instance, which is taken out at once or after
+// several in a row (health.go); an endpoint other than the
 // decision's instance means the proxy fell back: the primary was
 // unreachable and is taken out, and a success there records the prompt as
 // cached where it was served (locally and for the other replicas). It
@@ -164,7 +165,7 @@ func (t *Ticket) Responded(status int, served string, fromProxy bool) string {
 	case t.pdFailed(status):
 		// pd.go: the sidecar's 5xx is its prefill instance's
 	case status >= 500:
-		p.failed(served)
+		p.answered5xx(served, status)
 	case ok:
 		p.succeeded(served)
 	}

@@ -57,7 +57,8 @@ func TestTicketReleasesOnEveryPath(t *testing.T) {
 	}{
 		{"success", func(tk *Ticket) { tk.Responded(200, "", true); tk.FirstToken() }, ""},
 		{"engine 4xx", func(tk *Ticket) { tk.Responded(400, "", true) }, ""},
-		{"engine 5xx", func(tk *Ticket) { tk.Responded(503, "", true) }, "primary"},
+		{"engine 503", func(tk *Ticket) { tk.Responded(503, "", true) }, "primary"},
+		{"engine 500: one of health.consecutive_5xx", func(tk *Ticket) { tk.Responded(500, "", true) }, ""},
 		{"client cancel before the response", func(*Ticket) {}, ""},
 		{"stream error after the first token", func(tk *Ticket) { tk.Responded(200, "", true); tk.FirstToken() }, ""},
 		{"served elsewhere", func(tk *Ticket) { tk.Responded(200, tk.Decision().Fallback, true) }, "primary"},
@@ -248,6 +249,61 @@ func TestServedElsewhereReachesSharedStore(t *testing.T) {
 				t.Errorf("a stranger's serving reached the store: %+v", got)
 			case tt.want && (len(got) != 1 || got[0].Instance != served || !slices.Equal(got[0].Blocks, recs[0].Blocks)):
 				t.Errorf("store records after %s served = %+v, want one for it with the prompt's %d blocks", served, got, len(recs[0].Blocks))
+			}
+		})
+	}
+}
+
+// Other 5xx than 502-504 take an instance out only health.consecutive_5xx
+// in a row: a success in between starts the count again; 502, 503 and 504
+// take it out at once. Every 5xx is counted as an upstream error.
+func TestConsecutive5xxTakeOut(t *testing.T) {
+	tests := []struct {
+		name     string
+		cfg      string
+		statuses []int // answers of one instance, in order
+		down     bool
+	}{
+		{"two 500s of three", "", []int{500, 500}, false},
+		{"three 500s", "", []int{500, 500, 500}, true},
+		{"a success between", "", []int{500, 500, 200, 500, 500}, false},
+		{"501 and 505 count", "", []int{501, 505, 500}, true},
+		{"503 at once", "", []int{503}, true},
+		{"504 at once", "", []int{504}, true},
+		{"502 at once", "", []int{502}, true},
+		{"4xx is no failure", "", []int{500, 500, 429, 404}, false},
+		{"consecutive_5xx 1: the first 500", "health: {consecutive_5xx: 1}\n", []int{500}, true},
+		{"consecutive_5xx 5: four 500s", "health: {consecutive_5xx: 5}\n", []int{500, 500, 500, 500}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := startManager(t, parseConfig(t, fourInstances+tt.cfg), false, Options{})
+			p := m.Pools()[0]
+			var id string
+			for i, st := range tt.statuses {
+				tk, err := p.Route(context.Background(), chat(t, fmt.Sprintf("hello %d", i)), Controls{SLO: time.Second}, nopObserver{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if id == "" {
+					id = tk.Decision().Instance
+				}
+				// Every answer is charged to one instance, whichever the
+				// router picked: the proxy reports it as the one that served.
+				tk.Responded(st, id, true)
+				tk.Done()
+			}
+			if got := p.HealthOf(id).Down; got != tt.down {
+				t.Errorf("after %v: down = %v, want %v", tt.statuses, got, tt.down)
+			}
+			n5 := 0
+			for _, st := range tt.statuses {
+				if st >= 500 {
+					n5++
+				}
+			}
+			if got := m.metricValues(t)["dualmap_upstream_errors_total{instance="+id+",pool=default}"]; int(got) != n5 {
+				t.Errorf("upstream errors counted = %v, want %d", got, n5)
 			}
 		})
 	}
