@@ -1,7 +1,5 @@
 package scheduler
 
-import "time"
-
 // Late requests follow their prefix (our decision, not the paper's).
 //
 // Under the deadline order (queue.go) a request held in a router queue is
@@ -67,10 +65,4 @@ func (s *Scheduler) lateMove(r *Request, src *instance) (Move, bool) {
 		found = true
 	}
 	return best, found
-}
-
-// lateHere reports whether r, held at src, is late under the deadline
-// order (the only order that has late requests).
-func (s *Scheduler) lateHere(r *Request, src *instance, now time.Duration) bool {
-	return s.cfg.Queue.Order == OrderDeadline && s.late(src, r, now)
 }

@@ -231,7 +231,7 @@ const lateRank = 1e15
 
 func (s *Scheduler) priority(in *instance, r *Request, now time.Duration) float64 {
 	p := float64(r.cached) + s.cfg.Queue.AgingRate*(now-r.enqueued).Seconds()
-	if s.cfg.Queue.Order == OrderDeadline && s.late(in, r, now) {
+	if s.lateHere(r, in, now) {
 		p -= lateRank
 	}
 	return p
@@ -254,6 +254,12 @@ func (s *Scheduler) idle(in *instance) bool {
 func (s *Scheduler) late(in *instance, r *Request, now time.Duration) bool {
 	left := (s.sloOf(r) - (now - r.arrived)).Seconds()
 	return left < min(in.est.cost(), s.cfg.Cost.PerToken)*float64(r.uncached)
+}
+
+// lateHere reports whether r, held at in, is late under the deadline
+// order (the only order that has late requests).
+func (s *Scheduler) lateHere(r *Request, in *instance, now time.Duration) bool {
+	return s.cfg.Queue.Order == OrderDeadline && s.late(in, r, now)
 }
 
 // top returns the index of the request to dispatch next from in's queue:
