@@ -118,3 +118,43 @@ func TestLateRequestStaysWithoutALongerPrefix(t *testing.T) {
 		})
 	}
 }
+
+// A hostile cache claim (a replica or Redis writer that records every
+// late request's whole prompt on every other candidate) moves each late
+// request once, and no further: among equal holders it stays where it went.
+func TestLateRequestMovesOnceForFalseClaims(t *testing.T) {
+	s, clk, _, src := lateAtHotspot(t, OrderDeadline, 40)
+	s.mu.Lock()
+	queued := append([]*Request(nil), src.queue...)
+	s.mu.Unlock()
+	for _, r := range queued {
+		for k := 0; k < r.ncand; k++ {
+			if c := r.cand[k]; c != src {
+				if err := s.RecordCached(c.ID, r.Blocks, time.Time{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	clk.Advance(4900 * time.Millisecond)
+	moves := s.Plan()
+	if len(moves) == 0 || len(moves) > len(queued) {
+		t.Fatalf("Plan() = %d moves for %d late requests, want one each at most and some", len(moves), len(queued))
+	}
+	if n := s.Apply(moves); n != len(moves) {
+		t.Fatalf("Apply() = %d, want %d", n, len(moves))
+	}
+	for round := 0; round < 3; round++ {
+		if again := s.Plan(); len(again) != 0 {
+			for _, m := range again {
+				if m.late && m.From != src.ID {
+					t.Fatalf("round %d: a moved late request moves again %s->%s", round, m.From, m.To)
+				}
+			}
+			s.Apply(again)
+		}
+	}
+	if st := s.Stats(); st.Migrations > uint64(len(queued)) {
+		t.Errorf("migrations = %d for %d late requests, want at most one each", st.Migrations, len(queued))
+	}
+}
