@@ -164,9 +164,18 @@ func (d *dualMap) pick(v *view, r *Request, cands []int32) (choice, error) {
 			pick, reason = byCache, ReasonCache
 		}
 	}
-	if d.Reach > 0 && d.Choice == "slo" && !r.hot {
-		if h := d.holder(v, r, cands, maxCached, cands[pick], cached[pick], est[pick]); h >= 0 {
-			return choice{inst: h, fallback: cands[pick], reason: ReasonHolder}, nil
+	if d.Reach > 0 && d.Choice == "slo" {
+		inst, why := cands[pick], reason
+		if !r.hot {
+			if h := d.holder(v, r, cands, maxCached, cands[pick], cached[pick], est[pick]); h >= 0 {
+				inst, why = h, ReasonHolder
+			}
+		}
+		if f := d.freeSlot(v, r, inst); f >= 0 {
+			inst, why = f, ReasonSlot
+		}
+		if inst != cands[pick] {
+			return choice{inst: inst, fallback: cands[pick], reason: why}, nil
 		}
 	}
 	if d.Overflow == "global" && est[pick] > v.slo && est[byTTFT] > v.slo {

@@ -211,16 +211,20 @@ func (s *Scheduler) SetEngineLoad(id string, l EngineLoad) error {
 // SetEngineLimit records a report of instance id's own load for what it
 // shows of the engine's running limit only (slots.go): nothing else of it
 // enters the estimates or admission. Use one of SetEngineLoad and
-// SetEngineLimit per instance.
-func (s *Scheduler) SetEngineLimit(id string, l EngineLoad) error {
+// SetEngineLimit per instance. It returns how soon the next report of id
+// can teach the limit (confirmIn): 0 unless the report showed a queue that
+// has yet to last; a poller that comes back then learns it sooner.
+func (s *Scheduler) SetEngineLimit(id string, l EngineLoad) (time.Duration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in, err := s.engineReport(id, l)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	now := s.now()
 	in.mu.Lock()
-	first := in.slotLimit.learn(s.now(), l, &s.poolSlots)
+	first := in.slotLimit.learn(now, l, &s.poolSlots)
+	again := in.confirmIn(now)
 	in.mu.Unlock()
 	if first {
 		s.est.unlearnWaits()
@@ -228,7 +232,7 @@ func (s *Scheduler) SetEngineLimit(id string, l EngineLoad) error {
 			m.est.unlearnWaits()
 		}
 	}
-	return nil
+	return again, nil
 }
 
 // engineReport validates a report of instance id's load and returns the

@@ -126,9 +126,10 @@ const (
 	ReasonMigrated        // moved by the rebalancer
 	ReasonRerouted        // its instance left, drained or failed while it waited
 	ReasonHolder          // outside the candidates: a longer cached prefix, a lower estimate
+	ReasonSlot            // the choice's engine is full: a free sequence slot, a lower estimate
 )
 
-var reasonNames = [...]string{"none", "cache", "load", "tie", "overflow", "only", "policy", "migrated", "rerouted", "holder"}
+var reasonNames = [...]string{"none", "cache", "load", "tie", "overflow", "only", "policy", "migrated", "rerouted", "holder", "slot"}
 
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) {

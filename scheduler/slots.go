@@ -121,6 +121,26 @@ func (l *slotLimit) learn(now time.Duration, e EngineLoad, pool *atomic.Int64) (
 	return false
 }
 
+// confirmIn is, after a report that teaches the limit alone, how soon a
+// report can teach it: the time left until the queue this report showed
+// has lasted slotConfirm, when the instance knows no limit yet (none
+// learned, and the pool's does not hold for it); 0 when no report is
+// pending. A poller that comes back then rather than a whole interval later
+// learns the limit within slotConfirm of first seeing the queue: on a
+// fresh pool of engines that run few sequences (llm-d's simulator, 16, at
+// a 1 s interval), requests were otherwise routed for seconds as if no slot
+// could fill. Called under instance.mu.
+func (in *instance) confirmIn(now time.Duration) time.Duration {
+	l := &in.slotLimit
+	if !l.queued || l.limit.get() > 0 {
+		return 0
+	}
+	if p := int(in.poolSlots.Load()); p > 0 && l.seen.get() <= p {
+		return 0
+	}
+	return max(slotConfirm-(now-l.since), 0)
+}
+
 // slots is the running limit the instance's estimate uses now.
 func (in *instance) slots() int {
 	n := in.slotLimit.limit.get()

@@ -93,7 +93,7 @@ func TestSlotLimitFromReportsAlone(t *testing.T) {
 	estimate := func() time.Duration { t.Helper(); return estimated(t, s, probe) }
 	report := func(l EngineLoad) {
 		t.Helper()
-		if err := s.SetEngineLimit(id, l); err != nil {
+		if _, err := s.SetEngineLimit(id, l); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -141,11 +141,11 @@ func TestSlotLimitFromReportsAlone(t *testing.T) {
 		t.Errorf("after a report of 19 running over a limit of 18: the estimate grew by %v, want no slot wait", got)
 	}
 	for _, l := range []EngineLoad{{Waiting: -1}, {KVUsage: 2}} {
-		if err := s.SetEngineLimit(id, l); err == nil {
+		if _, err := s.SetEngineLimit(id, l); err == nil {
 			t.Errorf("SetEngineLimit(%+v) = nil, want an error", l)
 		}
 	}
-	if err := s.SetEngineLimit("nowhere:1", EngineLoad{}); !errors.Is(err, ErrUnknownInstance) {
+	if _, err := s.SetEngineLimit("nowhere:1", EngineLoad{}); !errors.Is(err, ErrUnknownInstance) {
 		t.Errorf("SetEngineLimit of an unknown instance = %v, want ErrUnknownInstance", err)
 	}
 	for _, r := range rs {
@@ -183,7 +183,7 @@ func TestSlotLimitSharedByThePool(t *testing.T) {
 	ids := pool(3)
 	report := func(id string, l EngineLoad) {
 		t.Helper()
-		if err := s.SetEngineLimit(id, l); err != nil {
+		if _, err := s.SetEngineLimit(id, l); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -233,7 +233,7 @@ func TestFirstLimitUnlearnsWaits(t *testing.T) {
 			t.Fatalf("%s: learned cost %g against the prior 0.0001; the test wants it %s", tt.name, before, tt.name)
 		}
 		for range 2 {
-			if err := s.SetEngineLimit(id, EngineLoad{Waiting: 2, Running: 8}); err != nil {
+			if _, err := s.SetEngineLimit(id, EngineLoad{Waiting: 2, Running: 8}); err != nil {
 				t.Fatal(err)
 			}
 			clk.Advance(slotConfirm)

@@ -146,7 +146,7 @@ func outcome(dec scheduler.Decision) string {
 	case scheduler.ReasonTie:
 		return "tie_load"
 	}
-	return dec.Reason.String() // overflow, holder, only, policy, rerouted
+	return dec.Reason.String() // overflow, holder, slot, only, policy, rerouted
 }
 
 // traceDecided records the pool's answer to a request handed to its

@@ -92,15 +92,16 @@ type promSource struct {
 func (promSource) Name() string { return "engine_metrics" }
 
 func (s promSource) Run(ctx context.Context, sink Sink) {
-	everyInstance(ctx, s.interval, sink, func(id string) {
+	everyInstance(ctx, s.interval, sink, func(id string) time.Duration {
 		l, ok := s.poll(ctx, id)
 		switch {
 		case !ok:
 		case s.limitOnly:
-			sink.Limit(id, l)
+			return sink.Limit(id, l)
 		default:
 			sink.Load(id, l)
 		}
+		return 0
 	})
 }
 

@@ -185,7 +185,10 @@ type probeSource struct {
 func (probeSource) Name() string { return "health" }
 
 func (s probeSource) Run(ctx context.Context, sink Sink) {
-	everyInstance(ctx, s.interval, sink, func(id string) { sink.Health(id, s.probe(ctx, id)) })
+	everyInstance(ctx, s.interval, sink, func(id string) time.Duration {
+		sink.Health(id, s.probe(ctx, id))
+		return 0
+	})
 }
 
 func (s probeSource) probe(ctx context.Context, addr string) bool {

@@ -47,7 +47,7 @@ type Scheduler interface {
 	Stats() scheduler.Stats
 
 	SetEngineLoad(id string, l scheduler.EngineLoad) error
-	SetEngineLimit(id string, l scheduler.EngineLoad) error
+	SetEngineLimit(id string, l scheduler.EngineLoad) (time.Duration, error)
 	AddCached(id string, blocks []uint64) error
 	RemoveCached(id string, blocks []uint64) error
 	ClearCached(id string) error

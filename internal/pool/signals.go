@@ -40,9 +40,11 @@ type Sink interface {
 	Addresses() []string
 	// Load sets the load instance id reports of itself (waiting and
 	// running requests, KV memory in use); Limit takes from such a
-	// report only what it shows of the engine's running limit.
+	// report only what it shows of the engine's running limit, and says
+	// how soon a report of id can teach more of it (0: at the source's
+	// own pace).
 	Load(id string, l scheduler.EngineLoad)
-	Limit(id string, l scheduler.EngineLoad)
+	Limit(id string, l scheduler.EngineLoad) time.Duration
 	// Stored records that id's KV cache holds the prompt with these
 	// chained blocks (the engine's own report of a stored prefix).
 	Stored(id string, blocks []uint64)
@@ -66,11 +68,14 @@ func (p *Pool) Load(id string, l scheduler.EngineLoad) {
 }
 
 // Limit implements Sink.
-func (p *Pool) Limit(id string, l scheduler.EngineLoad) {
-	_ = p.sched.SetEngineLimit(id, l) // an instance that left meanwhile: nothing to set
+func (p *Pool) Limit(id string, l scheduler.EngineLoad) time.Duration {
+	again, _ := p.sched.SetEngineLimit(id, l) // an instance that left meanwhile: nothing to set
 	if p.pd != nil {
-		_ = p.pd.sched.SetEngineLimit(id, l)
+		if d, _ := p.pd.sched.SetEngineLimit(id, l); d > 0 && (again == 0 || d < again) {
+			again = d
+		}
 	}
+	return again
 }
 
 // Stored implements Sink.
@@ -100,14 +105,25 @@ func (m *Manager) sources(pc config.Pool) []Source {
 var _ Sink = (*Pool)(nil)
 
 // everyInstance calls f for each of sink's instances at once and then
-// every interval, until ctx ends: the loop of a polling source.
-func everyInstance(ctx context.Context, interval time.Duration, sink Sink, f func(id string)) {
-	t := time.NewTicker(interval)
+// every interval, until ctx ends: the loop of a polling source. A call of
+// f that returns a positive duration asks for the next round that soon
+// after the round ends, if that is sooner.
+func everyInstance(ctx context.Context, interval time.Duration, sink Sink, f func(id string) time.Duration) {
+	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
+		start := time.Now()
+		soon := time.Duration(0)
 		for _, id := range sink.Addresses() {
-			f(id)
+			if d := f(id); d > 0 && (soon == 0 || d < soon) {
+				soon = d
+			}
 		}
+		wait := max(interval-time.Since(start), 0)
+		if soon > 0 && soon < wait {
+			wait = soon
+		}
+		t.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return

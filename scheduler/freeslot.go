@@ -1,0 +1,45 @@
+package scheduler
+
+// freeSlot is DualMap's way out of a full engine (our decision, not the
+// paper's). An engine runs at most so many requests at once (vLLM's
+// max_num_seqs, learned in slots.go); a request sent to one that runs that
+// many waits in the engine's own queue for the first of its slots to free,
+// where the router can no longer move it. The cache-first choice accepts
+// that wait until its estimate passes headroom x SLO, which on an engine
+// that holds few sequences (llm-d's simulator, 16) is never: with prefixes
+// concentrated on a few instances, requests queued in those engines while
+// other engines had free slots in 73-79% of the samples that showed a
+// queue (tool&agent at 70% of capacity; docs/evaluation.md, "Free slots").
+//
+// freeSlot returns, when the chosen instance's engine is full (its estimate
+// counts a wait for a slot), the ready instance with a free slot, nothing
+// held for it in the router queue and the lowest estimated TTFT for r, if
+// that is lower than the choice's own; else -1. Both estimates price r's
+// own uncached tokens as the reach does (reprice), so a long cached prefix
+// is given up only for a wait that costs more than prefilling it again.
+// Where the choice's estimate has no slot wait nothing changes, so engines
+// that run hundreds of sequences at once (the simulator's) are routed as
+// before until they are full. It runs only in pools of at most d.Reach
+// ready instances, and does not allocate.
+func (d *dualMap) freeSlot(v *view, r *Request, chosen int32) int32 {
+	if v.nready > int(d.Reach) {
+		return -1
+	}
+	in := v.members[chosen]
+	if in.est.slotWait(in.load()) == 0 {
+		return -1
+	}
+	cached := v.cached(chosen, r)
+	best, bestT := int32(-1), v.ttft(chosen, r, cached)+in.reprice(r.Tokens-cached)
+	for i, m := range v.members {
+		c := int32(i)
+		if !v.ready[i] || c == chosen || m.nqueued.get()+m.remote.Queued.get() > 0 || m.est.slotWait(m.load()) > 0 {
+			continue
+		}
+		cached := v.cached(c, r)
+		if t := v.ttft(c, r, cached) + m.reprice(r.Tokens-cached); t < bestT {
+			best, bestT = c, t
+		}
+	}
+	return best
+}
