@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,5 +105,50 @@ pools:
 	time.Sleep(500 * time.Millisecond)
 	if st := state(off); st.SlotLimit != 0 || st.Slots != 256 {
 		t.Errorf("learn_limit false: slot limit %d, slots %d; want 0 and 256", st.SlotLimit, st.Slots)
+	}
+}
+
+// A queue the limit poller sees for the first time is confirmed by a poll
+// made as soon as it can have lasted (scheduler's slotConfirm), not a whole
+// interval later; once the limit is learned the poller keeps its interval.
+// With an interval of a minute the limit is learned only through that
+// early poll.
+func TestEngineMetricsLimitConfirmedSoon(t *testing.T) {
+	var mu sync.Mutex
+	var polls []time.Time
+	full := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			mu.Lock()
+			polls = append(polls, time.Now())
+			mu.Unlock()
+			fmt.Fprintln(w, "vllm:num_requests_waiting{model_name=\"m\"} 3")
+			fmt.Fprintln(w, "vllm:num_requests_running{model_name=\"m\"} 16")
+		}
+	}))
+	defer full.Close()
+	addr := strings.TrimPrefix(full.URL, "http://")
+	m := startManager(t, parseConfig(t, `
+pools:
+  - instances: [{address: "`+addr+`"}]
+    metrics: {interval: 1m}
+`), true, Options{})
+	waitFor(t, "the running limit learned from a queue seen twice", func() bool {
+		for _, st := range m.Pools()[0].Instances() {
+			if st.ID == addr && st.SlotLimit == 16 {
+				return true
+			}
+		}
+		return false
+	})
+	mu.Lock()
+	if len(polls) < 2 || polls[1].Sub(polls[0]) < 250*time.Millisecond {
+		t.Errorf("polls at %v: want a second one at least 250ms after the first", polls)
+	}
+	mu.Unlock()
+	time.Sleep(500 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(polls) != 2 {
+		t.Errorf("%d polls within a minute's interval, want 2: the first and the one that confirmed the queue", len(polls))
 	}
 }
