@@ -228,7 +228,8 @@ type Metrics struct {
 	Enabled *bool `yaml:"enabled"` // default false
 	// LearnLimit polls them while Enabled is false only to learn each
 	// engine's running limit (vLLM's max_num_seqs) from a lasting queue, for
-	// the estimate's wait for a sequence slot.
+	// the estimate's wait for a sequence slot; while none is known, a queue
+	// a poll shows is confirmed by another poll 250ms later.
 	LearnLimit *bool         `yaml:"learn_limit"` // default true
 	Path       string        `yaml:"path"`        // default /metrics
 	Interval   time.Duration `yaml:"interval"`    // default 1s

@@ -34,7 +34,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	ttftBuckets := prometheus.ExponentialBuckets(0.005, 2, 14) // 5ms .. 41s
 	m := &metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "dualmap_decisions_total", Help: "Routing decisions by pool, policy and reason (cache, load, tie, overflow, holder, only, policy, migrated, rerouted, any).",
+			Name: "dualmap_decisions_total", Help: "Routing decisions by pool, policy and reason (cache, load, tie, overflow, holder, slot, only, policy, migrated, rerouted, any).",
 		}, []string{"pool", "policy", "reason"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dualmap_errors_total", Help: "Requests answered with an error, by kind.",
