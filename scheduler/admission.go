@@ -121,6 +121,11 @@ func (f *aheadFit) cost() float64 {
 	return a
 }
 
+// parallel reports whether the fit has identified an engine that prefills
+// requests in parallel: a token of its own costs a request something, and
+// a token of work ahead less than half of that (cost is 0).
+func (f *aheadFit) parallel() bool { return f.ownv.get() > 0 && f.cost() == 0 }
+
 // own is the learned marginal TTFT of a token of the request's own (0
 // until identified).
 func (f *aheadFit) own() float64 { return f.ownv.get() }

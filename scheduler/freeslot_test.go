@@ -25,7 +25,23 @@ func withFullHolder(t *testing.T, params Params, svc float64, running, ahead int
 	}
 	setRunning(t, s, b, running)
 	loadInstance(t, s, b, ahead)
+	fitParallel(t, s, 1e-6)
 	return s, q, b
+}
+
+// fitParallel teaches s's admission fit an engine on which a token of a
+// request's own prompt costs 1e-4 s (the estimator's cost: reprice adds
+// nothing) and one of the work ahead costs ahead seconds: below half of
+// that, an engine that prefills requests in parallel.
+func fitParallel(t *testing.T, s *Scheduler, ahead float64) {
+	t.Helper()
+	for i := range 200 {
+		o, a := float64(100+37*(i%50)), float64(3000*(i%7))
+		s.est.ahead.observe(a, o, 0.03+1e-4*o+ahead*a)
+	}
+	if got := s.est.ahead.own(); got < 0.9e-4 || got > 1.1e-4 {
+		t.Fatalf("fitted own cost %g, want about 1e-4", got)
+	}
 }
 
 // setRunning sets the router's requests in flight on id.
@@ -57,10 +73,18 @@ func TestFullEngineSendsToAFreeSlot(t *testing.T) {
 		// the cache-first choice's to weigh (headroom), not this rule's.
 		{"not full", nil, 4, 3, 5000, false},
 		{"reach 0", Params{"reach": 0}, 4, 4, 0, false},
+		{"a step-bound engine", nil, 4, 4, 0, false},
 		{"pool larger than reach", Params{"reach": 4}, 4, 4, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, q, b := withFullHolder(t, tc.params, tc.svc, tc.running, tc.ahead)
+			if tc.name == "a step-bound engine" {
+				// A token of work ahead costs what one's own does: a
+				// second prefill of the prefix would take step budget
+				// from every request on the free instance, which the
+				// request's own estimate does not weigh.
+				fitParallel(t, s, 1e-4)
+			}
 			d := route(t, s, req(q))
 			if !tc.free {
 				if d.Instance != b || d.Reason == ReasonSlot {
@@ -166,5 +190,26 @@ func TestConfirmIn(t *testing.T) {
 	}
 	if d := report(ids[1], 1, 20); d != slotConfirm {
 		t.Fatalf("more running than the pool's limit: confirm in %v, want %v", d, slotConfirm)
+	}
+}
+
+func TestFreeSlotLeavesASlotPerReplica(t *testing.T) {
+	// Every other instance runs 2 of its 4. With three replicas each may
+	// see the same free slots at once: 2 in flight and one for each of
+	// the two others fill an instance, and the request stays. With two
+	// replicas one slot is left, and it goes there.
+	s, q, b := withFullHolder(t, nil, 4, 4, 0)
+	for _, in := range s.Instances() {
+		if in.ID != b {
+			setRunning(t, s, in.ID, 2)
+		}
+	}
+	s.SetReplicas(3)
+	if d := route(t, s, req(q)); d.Instance != b || d.Reason == ReasonSlot {
+		t.Fatalf("3 replicas: Submit() = %s (%v), want the holder %s", d.Instance, d.Reason, b)
+	}
+	s.SetReplicas(2)
+	if d := route(t, s, req(q)); d.Instance == b || d.Reason != ReasonSlot {
+		t.Fatalf("2 replicas: Submit() = %s (%v), want a free slot", d.Instance, d.Reason)
 	}
 }
