@@ -56,7 +56,8 @@ func (d *dualMap) freeSlot(v *view, r *Request, chosen int32) int32 {
 			continue
 		}
 		cached := v.cached(c, r)
-		if t := v.ttft(c, r, cached) + m.reprice(r.Tokens-cached); t < bestT {
+		u := r.Tokens - cached
+		if t := v.ttft(c, r, cached) + m.reprice(u) + m.est.ahead.slope()*float64(u*(l.requests+1)); t < bestT {
 			best, bestT = c, t
 		}
 	}
