@@ -17,20 +17,22 @@ package scheduler
 // that is lower than the choice's own; else -1. Both estimates price r's
 // own uncached tokens as the reach does (reprice), so a long cached prefix
 // is given up only for a wait that costs more than prefilling it again.
-// Where the choice's estimate has no slot wait nothing changes.
+// The free instance's estimate also counts what that prefill costs the
+// requests in prefill there, at the learned cost of a token of work ahead:
+// a second prefill of a prefix is not free for the others. Where the
+// choice's estimate has no slot wait nothing changes.
 //
 // It applies only where the admission fit (admission.go) has identified an
 // engine that prefills requests in parallel (a token of work ahead costs a
 // request less than half of what one of its own does, as on llm-d's
-// simulator): there a second prefill of the prefix costs the free
-// instance's other requests nothing but the slot. On a step-bound engine
-// (vLLM with chunked prefill, the simulator's engine) it would take step
-// budget from every request there, which the request's own estimate does
-// not weigh: in the simulator's matrix, four routers lost up to 9.5% on
-// bursty traffic with the rule applied there too. With several replicas an
-// instance counts as free only with a slot for each of the others as well,
-// which may see it free at the same time. It runs only in pools of at most
-// d.Reach ready instances, and does not allocate.
+// simulator). On a step-bound engine (vLLM with chunked prefill, the
+// simulator's engine) a second prefill takes step budget from every
+// request on the free instance for as long as it runs: in the simulator's
+// matrix, four routers lost up to 9.5% on bursty traffic with the rule
+// applied there too. With several replicas an instance counts as free
+// only with a slot for each of the others as well, which may see it free
+// at the same time. It runs only in pools of at most d.Reach ready
+// instances, and does not allocate.
 func (d *dualMap) freeSlot(v *view, r *Request, chosen int32) int32 {
 	if v.nready > int(d.Reach) {
 		return -1

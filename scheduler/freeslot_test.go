@@ -213,3 +213,30 @@ func TestFreeSlotLeavesASlotPerReplica(t *testing.T) {
 		t.Fatalf("2 replicas: Submit() = %s (%v), want a free slot", d.Instance, d.Reason)
 	}
 }
+
+func TestFreeSlotPricesTheSecondPrefill(t *testing.T) {
+	// A token of work ahead costs 4e-5 s, 0.4 of one's own: still an
+	// engine that prefills in parallel, but the 4,096 tokens the request
+	// would prefill on a free instance delay each request in prefill
+	// there by 0.16 s. With nothing in prefill there it goes (0.41 + 0.16
+	// s against the holder's 1.1 s); with eight requests in prefill on
+	// every free instance the delay to them outweighs the wait, and it
+	// stays.
+	for _, tc := range []struct {
+		prefilling int
+		free       bool
+	}{{0, true}, {8, false}} {
+		s, q, b := withFullHolder(t, nil, 4, 4, 0)
+		fitParallel(t, s, 4e-5)
+		s.mu.Lock()
+		for id, in := range s.byID {
+			if id != b {
+				in.prefilling.add(tc.prefilling)
+			}
+		}
+		s.mu.Unlock()
+		if d := route(t, s, req(q)); (d.Reason == ReasonSlot) != tc.free {
+			t.Fatalf("%d in prefill elsewhere: Submit() = %s (%v), free slot taken %v, want %v", tc.prefilling, d.Instance, d.Reason, d.Reason == ReasonSlot, tc.free)
+		}
+	}
+}
