@@ -59,7 +59,7 @@ func (d *dualMap) freeSlot(v *view, r *Request, chosen int32) int32 {
 		}
 		cached := v.cached(c, r)
 		u := r.Tokens - cached
-		if t := v.ttft(c, r, cached) + m.reprice(u) + m.est.ahead.slope()*float64(u*(l.requests+1)); t < bestT {
+		if t := v.ttft(c, r, cached) + m.reprice(u) + m.est.ahead.slope()*float64(u*l.requests); t < bestT {
 			best, bestT = c, t
 		}
 	}
