@@ -240,3 +240,30 @@ func TestFreeSlotPricesTheSecondPrefill(t *testing.T) {
 		}
 	}
 }
+
+func TestFreeSlotFalseRemoteClaims(t *testing.T) {
+	// Attacker: another replica claims a queued request and running ones
+	// on every instance. It can take free slots away (the choice is then
+	// the candidates', as before the rule), never make an instance it
+	// claims full or queuing take a request for a free slot.
+	s, q, _ := withFullHolder(t, nil, 4, 4, 0)
+	for _, in := range s.Instances() {
+		if err := s.SetRemoteLoad(in.ID, Load{Queued: 1, Running: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		if d := route(t, s, req(q)); d.Reason == ReasonSlot {
+			t.Fatalf("Submit() = %s (slot), want no free slot: every instance claims a queue", d.Instance)
+		}
+	}
+	// Claims of running requests alone fill the instances they name.
+	for _, in := range s.Instances() {
+		if err := s.SetRemoteLoad(in.ID, Load{Running: 4}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := route(t, s, req(q)); d.Reason == ReasonSlot {
+		t.Fatalf("Submit() = %s (slot), want no free slot: the claims fill every instance", d.Instance)
+	}
+}
