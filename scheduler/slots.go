@@ -132,13 +132,19 @@ func (l *slotLimit) learn(now time.Duration, e EngineLoad, pool *atomic.Int64) (
 // could fill. Called under instance.mu.
 func (in *instance) confirmIn(now time.Duration) time.Duration {
 	l := &in.slotLimit
-	if !l.queued || l.limit.get() > 0 {
-		return 0
-	}
-	if p := int(in.poolSlots.Load()); p > 0 && l.seen.get() <= p {
+	if !l.queued || l.limit.get() > 0 || in.poolLimit() > 0 {
 		return 0
 	}
 	return max(slotConfirm-(now-l.since), 0)
+}
+
+// poolLimit is the most running limit learned on any instance of the pool,
+// where it holds for in (in has shown no more running than that); else 0.
+func (in *instance) poolLimit() int {
+	if p := int(in.poolSlots.Load()); p > 0 && in.slotLimit.seen.get() <= p {
+		return p
+	}
+	return 0
 }
 
 // slots is the running limit the instance's estimate uses now.
@@ -151,7 +157,7 @@ func (in *instance) slots() int {
 	case n > 0 && in.slotLimit.lasting.get() == 1 && in.engineRunning.get() >= n && in.queueLeft():
 		return n
 	case only:
-		if p := int(in.poolSlots.Load()); p > 0 && in.slotLimit.seen.get() <= p {
+		if p := in.poolLimit(); p > 0 {
 			return p
 		}
 	}
