@@ -53,10 +53,28 @@ import (
 // token goes through the same step budget); on one that prefills requests
 // in parallel a is far below c. observe is called concurrently (from every
 // instance sharing the estimator); slope and own are read without a lock.
+//
+// The work ahead is this replica's pending prefill plus the others' as they
+// last reported it, which with several replicas is seconds old: an error in
+// the regressor that flattens a (four routers of the simulator exchanging
+// every 2 s fitted a at 0.42 of c on a step-bound engine, against 0.73 with
+// one). So whether the engine prefills in parallel (parallel) is read from
+// a second fit that splits the work ahead into this replica's, known
+// exactly, and the others':
+//
+//	TTFT = b + a1 x local + a2 x remote + c x own
+//
+// and compares a1 with c; with one replica (no spread in remote) the two
+// fits are the same.
 type aheadFit struct {
-	mu                                     sync.Mutex // guards the sums
-	n, s1, s2, sy, s11, s22, s12, s1y, s2y float64
-	slopev, ownv                           atomicFloat // the last identified a and c, seconds per token
+	mu sync.Mutex // guards the sums
+	// The weighted count and sums of the regressors x (local, remote and
+	// own tokens), of their products and of their products with TTFT y.
+	n, sy         float64
+	s, sxy        [3]float64
+	sxx           [3][3]float64
+	slopev, ownv  atomicFloat // the last identified a and c, seconds per token
+	localv, lownv atomicFloat // the last identified a1 and its c (a and c without a split)
 }
 
 const (
@@ -71,36 +89,91 @@ const (
 	aheadMinSpread = 64
 )
 
-// observe adds one first token: ttft seconds after a dispatch behind
-// ahead tokens of pending prefill, with own uncached tokens.
-func (f *aheadFit) observe(ahead, own, ttft float64) {
-	if !(ttft > 0) || math.IsInf(ttft, 0) || ahead < 0 || own < 0 {
+// observe adds one first token: ttft seconds after a dispatch behind local
+// tokens of this replica's pending prefill and remote of the others', with
+// own uncached tokens.
+func (f *aheadFit) observe(local, remote, own, ttft float64) {
+	if !(ttft > 0) || math.IsInf(ttft, 0) || local < 0 || remote < 0 || own < 0 {
 		return
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d := 1 - aheadDecay
+	x := [3]float64{local, remote, own}
 	f.n = f.n*d + 1
-	f.s1, f.s2, f.sy = f.s1*d+ahead, f.s2*d+own, f.sy*d+ttft
-	f.s11, f.s22, f.s12 = f.s11*d+ahead*ahead, f.s22*d+own*own, f.s12*d+ahead*own
-	f.s1y, f.s2y = f.s1y*d+ahead*ttft, f.s2y*d+own*ttft
+	f.sy = f.sy*d + ttft
+	for i := range x {
+		f.s[i] = f.s[i]*d + x[i]
+		f.sxy[i] = f.sxy[i]*d + x[i]*ttft
+		for j := range x {
+			f.sxx[i][j] = f.sxx[i][j]*d + x[i]*x[j]
+		}
+	}
 	if f.n < aheadMinSamples {
 		return
 	}
-	m1, m2, my := f.s1/f.n, f.s2/f.n, f.sy/f.n
-	c11, c22, c12 := f.s11/f.n-m1*m1, f.s22/f.n-m2*m2, f.s12/f.n-m1*m2
-	c1y, c2y := f.s1y/f.n-m1*my, f.s2y/f.n-m2*my
-	if c11 < aheadMinSpread*aheadMinSpread {
+	// Covariances of local (0), remote (1), own (2) and y.
+	var c [3][3]float64
+	var cy [3]float64
+	my := f.sy / f.n
+	for i := range c {
+		cy[i] = f.sxy[i]/f.n - f.s[i]/f.n*my
+		for j := range c {
+			c[i][j] = f.sxx[i][j]/f.n - f.s[i]/f.n*f.s[j]/f.n
+		}
+	}
+	// The work ahead, local + remote.
+	c11 := c[0][0] + 2*c[0][1] + c[1][1]
+	c22, c12 := c[2][2], c[0][2]+c[1][2]
+	c1y, c2y := cy[0]+cy[1], cy[2]
+	const spread2 = aheadMinSpread * aheadMinSpread
+	if c11 < spread2 {
 		return
 	}
 	det := c11*c22 - c12*c12
-	if c22 < aheadMinSpread*aheadMinSpread || det < 0.01*c11*c22 {
+	if c22 < spread2 || det < 0.01*c11*c22 {
 		// Own tokens do not vary apart from the work ahead: the slope alone.
 		f.slopev.set(max(c1y/c11, 0))
+		f.localv.set(f.slopev.get())
 		return
 	}
-	f.slopev.set(max((c22*c1y-c12*c2y)/det, 0))
-	f.ownv.set(max((c11*c2y-c12*c1y)/det, 0))
+	a, own := max((c22*c1y-c12*c2y)/det, 0), max((c11*c2y-c12*c1y)/det, 0)
+	f.slopev.set(a)
+	f.ownv.set(own)
+	if a1, c1, ok := splitFit(c, cy); ok {
+		a, own = a1, c1
+	}
+	f.localv.set(a)
+	f.lownv.set(own)
+}
+
+// splitFit solves the three-regressor fit from the covariances c of local,
+// remote and own tokens and cy of each with TTFT, for a1 and c; ok is
+// false when it is not identified (no spread in one of them, or one a
+// combination of the others).
+func splitFit(c [3][3]float64, cy [3]float64) (a1, own float64, ok bool) {
+	const spread2 = aheadMinSpread * aheadMinSpread
+	if c[0][0] < spread2 || c[1][1] < spread2 || c[2][2] < spread2 {
+		return 0, 0, false
+	}
+	det := det3(c)
+	if det < 0.01*c[0][0]*c[1][1]*c[2][2] {
+		return 0, 0, false
+	}
+	m := c
+	m[0][0], m[1][0], m[2][0] = cy[0], cy[1], cy[2]
+	a1 = det3(m) / det
+	m = c
+	m[0][2], m[1][2], m[2][2] = cy[0], cy[1], cy[2]
+	own = det3(m) / det
+	return max(a1, 0), max(own, 0), true
+}
+
+// det3 is the determinant of m.
+func det3(m [3][3]float64) float64 {
+	return m[0][0]*(m[1][1]*m[2][2]-m[1][2]*m[2][1]) -
+		m[0][1]*(m[1][0]*m[2][2]-m[1][2]*m[2][0]) +
+		m[0][2]*(m[1][0]*m[2][1]-m[1][1]*m[2][0])
 }
 
 // slope is the learned marginal TTFT of a token of work ahead, in seconds
@@ -123,8 +196,12 @@ func (f *aheadFit) cost() float64 {
 
 // parallel reports whether the fit has identified an engine that prefills
 // requests in parallel: a token of its own costs a request something, and
-// a token of work ahead less than half of that (cost is 0).
-func (f *aheadFit) parallel() bool { return f.ownv.get() > 0 && f.cost() == 0 }
+// a token of this replica's work ahead less than half of that (with one
+// replica: cost is 0).
+func (f *aheadFit) parallel() bool {
+	own := f.lownv.get()
+	return own > 0 && f.localv.get() < own/2
+}
 
 // own is the learned marginal TTFT of a token of the request's own (0
 // until identified).

@@ -38,7 +38,7 @@ func TestAheadFitSlope(t *testing.T) {
 			var f aheadFit
 			for i := range tt.n {
 				a, u := tt.ahead(i), own(i)
-				f.observe(a, u, tt.ttft(a, u))
+				f.observe(a, 0, u, tt.ttft(a, u))
 			}
 			if got := f.slope(); math.Abs(got-tt.slope) > tt.tolerance {
 				t.Errorf("slope() = %g, want %g", got, tt.slope)
@@ -59,21 +59,60 @@ func TestAheadFitKeepsSlope(t *testing.T) {
 	var f aheadFit
 	for i := range 400 {
 		a, u := float64(i%5)*2000, float64(i%3)*1000
-		f.observe(a, u, 0.1+2e-4*(a+u))
+		f.observe(a, 0, u, 0.1+2e-4*(a+u))
 	}
 	want := f.slope()
 	if math.Abs(want-2e-4) > 1e-9 {
 		t.Fatalf("slope() = %g, want 2e-4", want)
 	}
 	for range 5000 {
-		f.observe(0, 1000, 0.3)
-		f.observe(100, 100, math.NaN())
-		f.observe(-1, 100, 5)
-		f.observe(100, -1, 5)
-		f.observe(100, 100, math.Inf(1))
+		f.observe(0, 0, 1000, 0.3)
+		f.observe(100, 0, 100, math.NaN())
+		f.observe(-1, 0, 100, 5)
+		f.observe(100, 0, -1, 5)
+		f.observe(100, -1, 100, 5)
+		f.observe(100, 0, 100, math.Inf(1))
 	}
 	if got := f.slope(); math.Abs(got-want) > 1e-6 {
 		t.Errorf("slope() after unidentifiable observations = %g, want %g kept", got, want)
+	}
+}
+
+// With several replicas the work ahead includes the others' pending
+// prefill as they last reported it. On a step-bound engine a report seconds
+// old flattens the slope on the whole of it to well under half the own
+// cost, which would read the engine as parallel; the split fit, on this
+// replica's work ahead apart from the others', still reads it as
+// step-bound. An engine that prefills in parallel stays parallel when the
+// others' work ahead moves with this replica's.
+func TestAheadFitSplitsTheOthersStaleWork(t *testing.T) {
+	local := func(i int) float64 { return float64(i%7) * 1000 }
+	own := func(i int) float64 { return float64(i%5) * 1000 }
+	remote := func(i int) float64 { return float64((i*3)%11) * 1500 } // what the others have pending
+	tests := []struct {
+		name     string
+		ttft     func(i int) float64
+		reported func(i int) float64 // what they last reported
+		parallel bool
+	}{
+		{"step-bound, reports current", func(i int) float64 { return 0.05 + 1e-4*(local(i)+remote(i)+own(i)) }, remote, false},
+		{"step-bound, reports stale", func(i int) float64 { return 0.05 + 1e-4*(local(i)+remote(i)+own(i)) },
+			func(i int) float64 { return remote(i / 13 * 13) }, false},
+		{"parallel, others' work moves with this replica's", func(i int) float64 { return 0.03 + 2.5e-4*own(i) + 2e-5*(local(i)+remote(i)) },
+			func(i int) float64 { return 2*local(i) + remote(i/13*13)/4 }, true},
+		{"one replica, step-bound", func(i int) float64 { return 0.05 + 1e-4*(local(i)+own(i)) }, func(int) float64 { return 0 }, false},
+		{"one replica, parallel", func(i int) float64 { return 0.03 + 2.5e-4*own(i) }, func(int) float64 { return 0 }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var f aheadFit
+			for i := range 1000 {
+				f.observe(local(i), tt.reported(i), own(i), tt.ttft(i))
+			}
+			if got := f.parallel(); got != tt.parallel {
+				t.Errorf("parallel() = %v, want %v (slope %g, own %g)", got, tt.parallel, f.slope(), f.own())
+			}
+		})
 	}
 }
 
@@ -222,7 +261,7 @@ func TestAdaptiveHoldsOnStepBoundEngine(t *testing.T) {
 	s, _ := adaptive(t, 1)
 	for i := range 400 {
 		a, u := float64(i%7)*1000, float64(i%3)*1000
-		s.est.ahead.observe(a, u, 0.05+1e-4*(a+u))
+		s.est.ahead.observe(a, 0, u, 0.05+1e-4*(a+u))
 	}
 	var rs []*Request
 	for i := range 4 {

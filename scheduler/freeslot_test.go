@@ -37,7 +37,7 @@ func fitParallel(t *testing.T, s *Scheduler, ahead float64) {
 	t.Helper()
 	for i := range 200 {
 		o, a := float64(100+37*(i%50)), float64(3000*(i%7))
-		s.est.ahead.observe(a, o, 0.03+1e-4*o+ahead*a)
+		s.est.ahead.observe(a, 0, o, 0.03+1e-4*o+ahead*a)
 	}
 	if got := s.est.ahead.own(); got < 0.9e-4 || got > 1.1e-4 {
 		t.Fatalf("fitted own cost %g, want about 1e-4", got)

@@ -139,7 +139,7 @@ func TestDualMapReachPricesOwnTokensAsMeasured(t *testing.T) {
 	loadInstance(t, s, h, 2000)
 	for i := range 200 {
 		own, ahead := float64(100+37*(i%50)), float64(3000*(i%7))
-		s.est.ahead.observe(ahead, own, 0.03+1e-3*own+1e-5*ahead)
+		s.est.ahead.observe(ahead, 0, own, 0.03+1e-3*own+1e-5*ahead)
 	}
 	if got := s.est.ahead.own(); got < 0.9e-3 || got > 1.1e-3 {
 		t.Fatalf("fitted own cost %g, want about 1e-3", got)

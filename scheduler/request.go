@@ -66,6 +66,7 @@ type Request struct {
 	ownPrefill float64       // seconds of its own prefill in a slot (FirstToken)
 	work       sample        // the estimate's parts at dispatch (for learning)
 	aheadAt    int           // the pending prefill, all replicas', it was dispatched behind (admission.go)
+	localAt    int           // this replica's part of aheadAt
 	qpos       int           // index in inst.queue while queued
 	held       int           // leading blocks recorded in inst's held index while queued
 	key        uint64        // ring key: the chained hash of the first KeyDepth blocks

@@ -389,7 +389,7 @@ func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration) {
 	l := in.load()
 	l.ahead, l.requests = in.prefillPending(), in.prefilling.get()
 	r.work = in.est.sampleOf(l, r.uncached)
-	r.aheadAt = l.ahead
+	r.aheadAt, r.localAt = l.ahead, in.pendingTokens.get()
 	in.sinceReport.dispatched.add(1)
 	in.pendingTokens.add(r.uncached)
 	in.prefilling.add(1)
@@ -432,7 +432,7 @@ func (s *Scheduler) FirstToken(r *Request) {
 	r.prefilled = now
 	r.ownPrefill = min((now - r.dispatched).Seconds(), in.est.ttft(load{}, r.uncached))
 	in.est.observe(r.work, (now - r.dispatched).Seconds())
-	in.est.ahead.observe(float64(r.aheadAt), float64(r.uncached), (now - r.dispatched).Seconds())
+	in.est.ahead.observe(float64(r.localAt), float64(r.aheadAt-r.localAt), float64(r.uncached), (now - r.dispatched).Seconds())
 	s.drain(in, now)
 }
 
