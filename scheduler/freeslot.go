@@ -29,10 +29,10 @@ package scheduler
 // simulator's engine) a second prefill takes step budget from every
 // request on the free instance for as long as it runs: in the simulator's
 // matrix, four routers lost 8% on bursty traffic with the rule applied
-// there too. With several routers whose exchanged load is seconds old the
-// fit's slope flattens and the rule runs there all the same: four routers
-// exchanging every 2 s still lose 3.4% on that traffic, against +1.5% at
-// 500 ms. With several replicas an instance counts as free
+// there too. The fit reads this replica's work ahead apart from the
+// others' (seconds old, it flattened the slope: four routers exchanging
+// every 2 s lost 3.4% on that traffic while the rule read the whole).
+// With several replicas an instance counts as free
 // only with a slot for each of the others as well, which may see it free
 // at the same time. It runs only in pools of at most d.Reach ready
 // instances, and does not allocate.
