@@ -336,6 +336,9 @@ func (c peerClient) run(t testing.TB, w peerbench.Workload, url string, qps floa
 			t.Fatalf("%s at %v QPS: %v", tag, qps, err)
 		}
 		row.FromReplay(res, sum)
+		if c.outDir != "" { // the benchmark's runs: every request's figures, for tails
+			c.saveResults(t, tag, res)
+		}
 		st := peerbench.RampStep{Offered: qps, Sent: sum.AchievedQPS, OK: sum.OK, Failed: sum.Failed}
 		ok := slices.DeleteFunc(slices.Clone(res), func(r replay.Result) bool { return !r.OK() })
 		slices.SortStableFunc(ok, func(a, b replay.Result) int { return cmp.Compare(a.Sent, b.Sent) })
@@ -390,6 +393,28 @@ func tail2(s string, n int) string {
 		l = l[len(l)-n:]
 	}
 	return strings.Join(l, "\n")
+}
+
+// saveResults writes each request's replay.Result (durations in
+// nanoseconds) as a JSON line to client/<tag>/requests.jsonl: where a
+// percentile came from (which instance, how much of the prompt was cached,
+// how late it was sent).
+func (c peerClient) saveResults(t testing.TB, tag string, res []replay.Result) {
+	t.Helper()
+	dir := filepath.Join(c.outDir, "client", strings.ReplaceAll(tag, " ", "_"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	for _, r := range res {
+		if err := enc.Encode(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "requests.jsonl"), b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // benchRun is one run: a fresh stack, the workload at qps, the row.
