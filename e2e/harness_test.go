@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -47,7 +48,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e: building dualmap:", err)
 		os.Exit(1)
 	}
-	if v := os.Getenv("DUALMAP_E2E_PORTS"); v != "" {
+	if v := cmpOr(os.Getenv("DUALMAP_E2E_PORTS"), defaultPorts()); v != "" {
 		if err := portRange.set(v); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			os.Exit(1)
@@ -59,10 +60,37 @@ func TestMain(m *testing.M) {
 }
 
 // portRange confines freePort to the ports DUALMAP_E2E_PORTS names
-// ("lo-hi", e.g. make demo's 25000-25999), handed out in turn and skipping
-// any in use, so that runs on a shared machine stay within the ports they
-// were given; unset, the kernel picks a free one.
+// ("lo-hi", e.g. make demo's 25000-25999), handed out in turn from a random
+// one and skipping any in use, so that runs on a shared machine stay
+// within the ports they were given; unset, to defaultPorts.
 var portRange ports
+
+// defaultPorts is the range freePort takes from when DUALMAP_E2E_PORTS is
+// unset: from 24000 to just below the kernel's ephemeral ports
+// (ip_local_port_range). A port the kernel picks as free comes from the
+// ephemeral range, where any outgoing connection may take it between
+// freePort closing its listener and the child binding it: an engine of a
+// peer benchmark once failed to start that way ("bind: address already in
+// use", one stack in about twenty). "" (the kernel picks) where the range
+// cannot be read or leaves fewer than 1,000 ports below it. From 24000:
+// the simulator profiles' ZMQ endpoints (21999, 23999) must stay ports
+// nothing listens on.
+func defaultPorts() string {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return ""
+	}
+	lo, err := strconv.Atoi(f[0])
+	const from = 24000
+	if err != nil || lo-from < 1000 {
+		return ""
+	}
+	return fmt.Sprintf("%d-%d", from, lo-1)
+}
 
 type ports struct {
 	mu           sync.Mutex
@@ -76,7 +104,9 @@ func (p *ports) set(v string) error {
 	if !ok || err1 != nil || err2 != nil || lo < 1024 || hi > 65535 || hi < lo {
 		return fmt.Errorf("DUALMAP_E2E_PORTS=%q: want lo-hi within 1024-65535", v)
 	}
-	p.lo, p.hi, p.next = lo, hi, lo
+	// A random first port: two harnesses on one machine rarely walk the
+	// same ports at the same time.
+	p.lo, p.hi, p.next = lo, hi, lo+rand.IntN(hi-lo+1)
 	return nil
 }
 

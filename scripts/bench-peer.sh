@@ -46,7 +46,8 @@
 #   DUALMAP_E2E_PORTS       lo-hi: every fixed port of the stacks from this range
 #                           (on a shared machine, so that no other process takes a
 #                           port between the harness picking it and a process
-#                           binding it) [the kernel's free ports]
+#                           binding it) [24000 to just below the kernel's
+#                           ephemeral ports, from a random one]
 #   DUALMAP_PEER_THROUGHPUT 1: also the added-latency / maximum req/s / CPU
 #                           phase (e2e TestPeerReport, dualmap engines) [off]
 set -euo pipefail
