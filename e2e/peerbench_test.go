@@ -295,6 +295,31 @@ func (b *benchStack) cacheCounters(t testing.TB) (peerbench.CacheCounters, int, 
 	return sum, reported, prefill
 }
 
+// engineTimes sums the engines' queue and prefill histograms
+// (peerbench.EngineTimes); timed is how many engines serve them.
+func (b *benchStack) engineTimes(t testing.TB) (sum peerbench.EngineTimes, timed int) {
+	t.Helper()
+	for _, e := range b.engines {
+		resp, err := http.Get("http://" + e.addr + "/metrics")
+		if err != nil {
+			t.Fatalf("engine %s /metrics: %v", e.addr, err)
+		}
+		page, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("engine %s /metrics: %v", e.addr, err)
+		}
+		et, ok, err := peerbench.ParseEngineTimes(page)
+		if err != nil {
+			t.Fatalf("engine %s: %v", e.addr, err)
+		}
+		if ok {
+			sum, timed = sum.Add(et), timed+1
+		}
+	}
+	return sum, timed
+}
+
 // ticks sums utime+stime of the processes.
 func ticks(ps []*proc) int64 {
 	var n int64
@@ -425,12 +450,16 @@ func benchRun(t testing.TB, eng peerEngines, pk benchPicker, replicas int, w pee
 	row.Engine, row.Workload, row.Picker, row.Replicas, row.QPS, row.Client = eng.kind, w.Name, pk.name, replicas, qps, c.name
 	row.LoadAvg = loadAvg()
 	c0, _, f0 := b.cacheCounters(t)
+	t0, _ := b.engineTimes(t)
 	p0, e0 := ticks(b.pickers), ticks(b.engineProcs())
 	start := time.Now()
 	st := c.run(t, w, b.url, qps, &row, fmt.Sprintf("%s %s x%d %s %.1fqps run%d", eng.kind, pk.name, replicas, w.Name, qps, row.Run))
 	wall := time.Since(start).Seconds()
 	p1, e1 := ticks(b.pickers), ticks(b.engineProcs())
 	c1, reported, f1 := b.cacheCounters(t)
+	if t1, timed := b.engineTimes(t); timed == len(b.engines) {
+		row.EngineTimes = t1.Sub(t0).PerRequest()
+	}
 	if reported == 0 {
 		t.Fatalf("%s: no engine published %s after the run: the engines do not report their prefix cache", eng.kind, peerbench.MetricPrefixQueries)
 	}

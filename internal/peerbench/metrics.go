@@ -2,6 +2,7 @@ package peerbench
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,76 @@ const (
 
 // MetricPromptTokens is vLLM's counter of prefill tokens computed.
 const MetricPromptTokens = "vllm:prompt_tokens_total"
+
+// The request-time histograms vLLM (V1) and llm-d's simulator serve: how
+// long each request waited in the engine's own queue, and its prefill.
+// `dualmap engine` serves neither.
+const (
+	MetricQueueTime   = "vllm:request_queue_time_seconds"
+	MetricPrefillTime = "vllm:request_prefill_time_seconds"
+)
+
+// EngineTimes are the sums of an engine's queue and prefill histograms,
+// in seconds, and the count of its prefill histogram: the requests
+// through prefill.
+type EngineTimes struct {
+	QueueSeconds, PrefillSeconds, Prefilled float64
+}
+
+// Add returns the figures of two engines together.
+func (e EngineTimes) Add(o EngineTimes) EngineTimes {
+	return EngineTimes{e.QueueSeconds + o.QueueSeconds, e.PrefillSeconds + o.PrefillSeconds, e.Prefilled + o.Prefilled}
+}
+
+// Sub returns what grew since before.
+func (e EngineTimes) Sub(before EngineTimes) EngineTimes {
+	return EngineTimes{e.QueueSeconds - before.QueueSeconds, e.PrefillSeconds - before.PrefillSeconds, e.Prefilled - before.Prefilled}
+}
+
+// PerRequest is the mean queue and prefill time, in milliseconds, of the
+// requests through prefill (a request that never waited counts as 0 of
+// queue: llm-d's simulator observes the queue histogram only for those
+// that waited); nil without any.
+func (e EngineTimes) PerRequest() *EngineTimesMS {
+	if !(e.Prefilled >= 1) {
+		return nil
+	}
+	return &EngineTimesMS{QueueMS: 1000 * e.QueueSeconds / e.Prefilled, PrefillMS: 1000 * e.PrefillSeconds / e.Prefilled}
+}
+
+// EngineTimesMS is where a run's TTFT went inside the engines: the mean
+// wait in their queues and the mean prefill, per request, milliseconds.
+type EngineTimesMS struct {
+	QueueMS   float64 `json:"queue_ms"`
+	PrefillMS float64 `json:"prefill_ms"`
+}
+
+// ParseEngineTimes reads the histograms of EngineTimes from a Prometheus
+// text page; ok is false when the page has no prefill histogram. A
+// negative or non-finite sum is an error.
+func ParseEngineTimes(page []byte) (t EngineTimes, ok bool, err error) {
+	for _, m := range []struct {
+		name string
+		v    *float64
+		need bool
+	}{
+		{MetricPrefillTime + "_count", &t.Prefilled, true},
+		{MetricPrefillTime + "_sum", &t.PrefillSeconds, true},
+		{MetricQueueTime + "_sum", &t.QueueSeconds, false},
+	} {
+		v, found, err := ParseCounter(bytes.NewReader(page), m.name)
+		switch {
+		case err != nil:
+			return EngineTimes{}, false, err
+		case !found && m.need:
+			return EngineTimes{}, false, nil
+		case v < 0 || math.IsInf(v, 0) || math.IsNaN(v):
+			return EngineTimes{}, false, fmt.Errorf("peerbench: metrics: %s = %v", m.name, v)
+		}
+		*m.v = v
+	}
+	return t, true, nil
+}
 
 // ParseCounter sums the samples named name (over every label set) on a
 // Prometheus text page; ok is false when the page has none.

@@ -47,6 +47,10 @@ type Row struct {
 	// Queue is what dualmap's router queue held over the run (nil for a
 	// picker that does not report it).
 	Queue *QueueStats `json:"router_queue,omitempty"`
+	// EngineTimes is the engines' mean queue wait and prefill per request
+	// over the run, from their histograms (nil for an engine that does
+	// not serve them).
+	EngineTimes *EngineTimesMS `json:"engine_times,omitempty"`
 }
 
 // QueueStats are a run's router-queue figures, from dualmap's
@@ -75,13 +79,17 @@ func MS(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // workload, replicas, rate, picker), with the failed requests by status.
 func Markdown(w io.Writer, rows []Row) error {
 	var b strings.Builder
-	b.WriteString("| engine | workload | picker | replicas | load | QPS | run | TTFT p50 / p90 / p99 ms | E2E p50 ms | out tok/s | failed (status) | engine hit | picker CPU ms/req | engines' cores | load avg |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| engine | workload | picker | replicas | load | QPS | run | TTFT p50 / p90 / p99 ms | E2E p50 ms | out tok/s | failed (status) | engine hit | engine queue / prefill ms | picker CPU ms/req | engines' cores | load avg |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.0f%% | %.1f | %d | %s / %s / %s | %s | %.0f | %s | %.1f%% | %.2f | %.2f | %s |\n",
+		times := "-"
+		if e := r.EngineTimes; e != nil {
+			times = thousands(e.QueueMS) + " / " + thousands(e.PrefillMS)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.0f%% | %.1f | %d | %s / %s / %s | %s | %.0f | %s | %.1f%% | %s | %.2f | %.2f | %s |\n",
 			r.Engine, r.Workload, r.Picker, r.Replicas, r.Percent, r.QPS, r.Run,
 			thousands(r.TTFTP50MS), thousands(r.TTFTP90MS), thousands(r.TTFTP99MS), thousands(r.E2EP50MS),
-			r.OutputTPS, failed(r), 100*r.EngineHitRate, r.PickerCPUMSPerRequest, r.EngineCPU, r.LoadAvg)
+			r.OutputTPS, failed(r), 100*r.EngineHitRate, times, r.PickerCPUMSPerRequest, r.EngineCPU, r.LoadAvg)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
