@@ -110,15 +110,19 @@ func (p *ports) set(v string) error {
 	return nil
 }
 
-// take returns the next port of the range that is free to listen on, or
-// 0 when none is.
+// take returns the next port of the range, two above the last, that is
+// free to listen on, or 0 when none is.
 func (p *ports) take() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for range p.hi - p.lo + 1 {
 		port := p.next
-		if p.next++; p.next > p.hi {
-			p.next = p.lo
+		// Every other port, then the others: a test may bind the port
+		// above one it was given (the KV tests' replay socket sits one
+		// above the engine port plus kvOffset), which must not be the
+		// next engine's.
+		if p.next += 2; p.next > p.hi {
+			p.next = p.lo + 1 - (p.next-p.lo)%2
 		}
 		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
 			l.Close()

@@ -22,8 +22,10 @@ import (
 
 // kvOffset puts each engine's KV-event publisher (and, one port above, its
 // replay socket) at its HTTP port plus this offset: several engines on
-// one host.
-const kvOffset = -20000
+// one host. With freePort's default range (24000 up to the kernel's
+// ephemeral ports, 32767 by default) that is 15000-23767, below the range
+// and above most well-known services' ports.
+const kvOffset = -9000
 
 // kvEngineArgs runs `dualmap engine` with a small cache (64 blocks of 16
 // tokens, so that it evicts) publishing its KV events.

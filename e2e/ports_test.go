@@ -11,8 +11,8 @@ import (
 	"testing"
 )
 
-// freePort's range hands out the free ports of the range in turn, from a
-// random one, skips a port in use and wraps around. (Other ports of the
+// freePort's range hands out the free ports of the range in turn, every
+// other one from a random one, skips a port in use and wraps around. (Other ports of the
 // range may be in use too: the range is around a port the kernel picked.)
 func TestPortsTakeFromTheirRange(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -27,8 +27,13 @@ func TestPortsTakeFromTheirRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := map[int]int{}
-	for range 18 {
+	last := 0
+	for i := range 18 {
 		port := p.take()
+		if d := port - last; i > 0 && (d == 1 || d == -1) {
+			t.Fatalf("take() = %d after %d: the port above or below the last (a test may bind the one above a port it was given)", port, last)
+		}
+		last = port
 		if port < lo || port > lo+9 {
 			t.Fatalf("take() = %d, outside %d-%d", port, lo, lo+9)
 		}
