@@ -260,6 +260,21 @@ func startBenchStack(t testing.TB, eng peerEngines, pk benchPicker, replicas int
 	return b
 }
 
+// enginePage is the engine at addr's /metrics page (at most 8 MiB).
+func enginePage(t testing.TB, addr string) []byte {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("engine %s /metrics: %v", addr, err)
+	}
+	defer resp.Body.Close()
+	page, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		t.Fatalf("engine %s /metrics: %v", addr, err)
+	}
+	return page
+}
+
 // cacheCounters sums the engines' prefix-cache counters; an engine that
 // has not published them yet counts zero, and the count of engines that
 // did is returned too, with each engine's prefill tokens
@@ -270,15 +285,7 @@ func (b *benchStack) cacheCounters(t testing.TB) (peerbench.CacheCounters, int, 
 	reported := 0
 	prefill := make([]float64, len(b.engines))
 	for i, e := range b.engines {
-		resp, err := http.Get("http://" + e.addr + "/metrics")
-		if err != nil {
-			t.Fatalf("engine %s /metrics: %v", e.addr, err)
-		}
-		page, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-		resp.Body.Close()
-		if err != nil {
-			t.Fatalf("engine %s /metrics: %v", e.addr, err)
-		}
+		page := enginePage(t, e.addr)
 		if v, ok, err := peerbench.ParseCounter(bytes.NewReader(page), peerbench.MetricPromptTokens); err == nil && ok {
 			prefill[i] = v
 		}
@@ -300,15 +307,7 @@ func (b *benchStack) cacheCounters(t testing.TB) (peerbench.CacheCounters, int, 
 func (b *benchStack) engineTimes(t testing.TB) (sum peerbench.EngineTimes, timed int) {
 	t.Helper()
 	for _, e := range b.engines {
-		resp, err := http.Get("http://" + e.addr + "/metrics")
-		if err != nil {
-			t.Fatalf("engine %s /metrics: %v", e.addr, err)
-		}
-		page, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-		resp.Body.Close()
-		if err != nil {
-			t.Fatalf("engine %s /metrics: %v", e.addr, err)
-		}
+		page := enginePage(t, e.addr)
 		et, ok, err := peerbench.ParseEngineTimes(page)
 		if err != nil {
 			t.Fatalf("engine %s: %v", e.addr, err)
