@@ -112,14 +112,19 @@ func (f *aheadFit) observe(local, remote, own, ttft float64) {
 	if f.n < aheadMinSamples {
 		return
 	}
-	// Covariances of local (0), remote (1), own (2) and y.
+	// Covariances of local (0), remote (1), own (2) and y. With remote
+	// always 0 (one replica) every term below is what the fit on the whole
+	// work ahead computed before the split, to the bit.
+	var m, cy [3]float64
 	var c [3][3]float64
-	var cy [3]float64
+	for i := range m {
+		m[i] = f.s[i] / f.n
+	}
 	my := f.sy / f.n
 	for i := range c {
-		cy[i] = f.sxy[i]/f.n - f.s[i]/f.n*my
+		cy[i] = f.sxy[i]/f.n - m[i]*my
 		for j := range c {
-			c[i][j] = f.sxx[i][j]/f.n - f.s[i]/f.n*f.s[j]/f.n
+			c[i][j] = f.sxx[i][j]/f.n - m[i]*m[j]
 		}
 	}
 	// The work ahead, local + remote.
