@@ -89,6 +89,7 @@ func TestAheadFitSplitsTheOthersStaleWork(t *testing.T) {
 	local := func(i int) float64 { return float64(i%7) * 1000 }
 	own := func(i int) float64 { return float64(i%5) * 1000 }
 	remote := func(i int) float64 { return float64((i*3)%11) * 1500 } // what the others have pending
+	liar := func(i int) float64 { return float64((i*7919)%10007) * 50 }
 	tests := []struct {
 		name     string
 		ttft     func(i int) float64
@@ -100,6 +101,10 @@ func TestAheadFitSplitsTheOthersStaleWork(t *testing.T) {
 			func(i int) float64 { return remote(i / 13 * 13) }, false},
 		{"parallel, others' work moves with this replica's", func(i int) float64 { return 0.03 + 2.5e-4*own(i) + 2e-5*(local(i)+remote(i)) },
 			func(i int) float64 { return 2*local(i) + remote(i/13*13)/4 }, true},
+		// Another replica that reports whatever it likes (up to 500k
+		// pending tokens, unrelated to what is there) moves a2, not a1.
+		{"step-bound, the others' reports false", func(i int) float64 { return 0.05 + 1e-4*(local(i)+remote(i)+own(i)) }, liar, false},
+		{"parallel, the others' reports false", func(i int) float64 { return 0.03 + 2.5e-4*own(i) + 2e-5*(local(i)+remote(i)) }, liar, true},
 		{"one replica, step-bound", func(i int) float64 { return 0.05 + 1e-4*(local(i)+own(i)) }, func(int) float64 { return 0 }, false},
 		{"one replica, parallel", func(i int) float64 { return 0.03 + 2.5e-4*own(i) }, func(int) float64 { return 0 }, true},
 	}
