@@ -60,8 +60,8 @@ func TestMain(m *testing.M) {
 }
 
 // portRange confines freePort to the ports DUALMAP_E2E_PORTS names
-// ("lo-hi", e.g. make demo's 25000-25999), handed out in turn from a random
-// one and skipping any in use, so that runs on a shared machine stay
+// ("lo-hi", e.g. make demo's 25000-25999), handed out every other one in
+// turn from a random one (take) and skipping any in use, so that runs on a shared machine stay
 // within the ports they were given; unset, to defaultPorts.
 var portRange ports
 
