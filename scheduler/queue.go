@@ -28,9 +28,11 @@ import (
 // requests that arrived before it.
 //
 // With Order = OrderDeadline (the default) the queue is also SLO-aware: a
-// request is late when its wait so far plus its own estimated prefill
-// exceed its TTFT SLO, i.e. it has missed the SLO whatever happens next. Late
-// requests go behind every request that can still make it; by default
+// request is late when what is left of its TTFT SLO is less than its
+// instance's TTFT estimate for it dispatched now (the engine's pending
+// prefill ahead, not the router queue's), or less than its own prefill
+// alone: it has missed the SLO, or the engine could no longer serve it in
+// time (queue.go's late). Late requests go behind every request that can still make it; by default
 // (Late = LateIdle) they are dispatched only to an idle instance (no
 // prefill pending, few requests in flight), so under overload the engine
 // spends its capacity on requests that can still meet the SLO instead of on
@@ -115,7 +117,9 @@ const (
 	// prefill pending, fewer than IdleRunning requests in flight): late
 	// work does not delay work that can be on time.
 	LateIdle = "idle"
-	// LateReject fails a late request at once with ErrLate.
+	// LateReject fails a request with ErrLate once it has missed its SLO
+	// whatever happens next (its own prefill no longer fits what is left
+	// of it); until then a late request waits as under LateIdle.
 	LateReject = "reject"
 )
 
@@ -245,14 +249,39 @@ func (s *Scheduler) idle(in *instance) bool {
 	return in.pendingTokens.get() == 0 && in.inFlight() < s.cfg.Queue.IdleRunning
 }
 
-// late reports whether r has missed its SLO whatever happens next: its
-// wait so far plus its own prefill exceed the objective, even on an idle
-// instance. The prefill is costed at the lower of the learned and the prior
-// per-token cost: with several replicas the learned cost also absorbs work
-// this replica does not see and runs high, and a request judged late by
-// mistake would wait for an idle instance for nothing.
+// late reports whether r can no longer be expected to meet its SLO at in:
+// it has missed it whatever happens next (missed), or, once the router has
+// learned from first tokens how this pool's engines answer (aheadFit's own
+// cost is identified), what is left of it is less than in's TTFT estimate
+// for r dispatched now: behind the prefill the engine has pending (all
+// replicas', as last reported), its decode batch, slot wait and memory
+// pressure, but not the router queue's work, whose order is the queue's
+// business. A request near its deadline that the engine could still serve
+// in time keeps its place; one the engine would only serve late (taking a
+// slot and slowing every decode step for its answer) goes behind those
+// that can still make it. Until the fit is identified the estimate is the
+// configured prior's, a guess about an engine the router has not seen,
+// and only missed counts.
 func (s *Scheduler) late(in *instance, r *Request, now time.Duration) bool {
 	left := (s.sloOf(r) - (now - r.arrived)).Seconds()
+	if s.missedBy(in, r, left) {
+		return true
+	}
+	return in.est.ahead.own() > 0 && left < in.ttftAt(in.prefillPending(), r.uncached)
+}
+
+// missed reports whether r has missed its SLO whatever happens next: its
+// wait so far plus its own prefill exceed the objective, even on an idle
+// instance (LateReject fails only those). The prefill is costed at the
+// lower of the learned and the prior per-token cost: with several replicas
+// the learned cost also absorbs work this replica does not see and runs
+// high, and a request rejected by mistake is lost.
+func (s *Scheduler) missed(in *instance, r *Request, now time.Duration) bool {
+	return s.missedBy(in, r, (s.sloOf(r) - (now - r.arrived)).Seconds())
+}
+
+// missedBy is missed with left seconds of r's SLO left.
+func (s *Scheduler) missedBy(in *instance, r *Request, left float64) bool {
 	return left < min(in.est.cost(), s.cfg.Cost.PerToken)*float64(r.uncached)
 }
 
@@ -298,7 +327,7 @@ func (s *Scheduler) drain(in *instance, now time.Duration) {
 	for len(in.queue) > 0 {
 		r := in.queue[s.top(in, now)]
 		if deadline && s.cfg.Queue.Late != LateServe && s.late(in, r, now) {
-			if s.cfg.Queue.Late == LateReject {
+			if s.cfg.Queue.Late == LateReject && s.missed(in, r, now) {
 				s.dequeue(r)
 				r.state = stateDone
 				s.stats.Late.Add(1)

@@ -342,3 +342,87 @@ func TestQueueRejectOnArrival(t *testing.T) {
 		t.Errorf("out.failed = %d, queued = %d; want the rejection only in the error", len(out.failed), s.QueueLen())
 	}
 }
+
+// TestQueueLateByEstimate: X (4,096 tokens) and Y (2,048) are dispatched,
+// A and B (2,048 each) queue behind the budget, A with a 1 s SLO, and A
+// has waited 0.5 s when X's prefill ends. A's own prefill (0.33 s at the
+// prior cost) still fits what is left of its SLO, so A has not missed it;
+// but behind Y's pending prefill the estimate for A dispatched now is
+// about 0.7 s. Once the router has learned how the engine answers, A goes
+// behind B (which can make its SLO) and waits for an idle instance, and
+// LateReject fails it only once it has missed the SLO outright; with the
+// prior alone, A keeps its place.
+func TestQueueLateByEstimate(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		learned bool
+		late    string
+		first   []string // dispatched at X's first token
+		second  []string // dispatched at Y's and B's first tokens, 2 s later
+		failed  []string // failed with ErrLate then
+	}{
+		{"prior only", false, LateIdle, []string{"A", "B"}, nil, nil},
+		{"learned", true, LateIdle, []string{"B"}, []string{"A"}, nil},
+		{"learned, reject", true, LateReject, []string{"B"}, nil, []string{"A"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 7000, Late: tt.late}}
+			s, clk := mustNew(t, cfg, 1)
+			if tt.learned { // a step-bound engine: 1e-4 s per token ahead or own
+				for i := range 400 {
+					a, u := float64(i%7)*1000, float64(i%3)*1000
+					s.est.ahead.observe(a, 0, u, 0.05+1e-4*(a+u))
+				}
+			}
+			names := map[*Request]string{}
+			x, y := req(prompt(1, 1, 0, 8)), req(prompt(2, 2, 0, 4))
+			a, b := req(prompt(3, 3, 0, 4)), req(prompt(4, 4, 0, 4))
+			a.SLO = time.Second
+			names[x], names[y], names[a], names[b] = "X", "Y", "A", "B"
+			for _, r := range []*Request{x, y} {
+				if d := route(t, s, r); d.Queued {
+					t.Fatalf("%s queued, want dispatched", names[r])
+				}
+			}
+			for _, r := range []*Request{a, b} {
+				if d := route(t, s, r); !d.Queued {
+					t.Fatalf("%s dispatched, want queued", names[r])
+				}
+			}
+			out := recorder(s)
+			sent := func() []string {
+				var n []string
+				for _, d := range out.take() {
+					n = append(n, names[d.Request])
+				}
+				return n
+			}
+			clk.Advance(500 * time.Millisecond)
+			s.FirstToken(x)
+			if g := sent(); !slices.Equal(g, tt.first) {
+				t.Errorf("after X's first token dispatched %v, want %v", g, tt.first)
+			}
+			if len(out.failed) != 0 {
+				t.Errorf("failed %d before A missed its SLO, want none", len(out.failed))
+			}
+			clk.Advance(2 * time.Second) // A has missed its SLO now
+			s.FirstToken(y)
+			if len(tt.first) == 1 {
+				s.FirstToken(b)
+			}
+			if g := sent(); !slices.Equal(g, tt.second) {
+				t.Errorf("after the first tokens dispatched %v, want %v", g, tt.second)
+			}
+			var failed []string
+			for _, f := range out.failed {
+				if !errors.Is(f.Err, ErrLate) {
+					t.Errorf("failure %v, want ErrLate", f.Err)
+				}
+				failed = append(failed, names[f.Request])
+			}
+			if !slices.Equal(failed, tt.failed) {
+				t.Errorf("failed %v, want %v", failed, tt.failed)
+			}
+		})
+	}
+}
