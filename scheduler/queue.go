@@ -253,21 +253,39 @@ func (s *Scheduler) idle(in *instance) bool {
 // it has missed it whatever happens next (missed), or, once the router has
 // learned from first tokens how this pool's engines answer (aheadFit's own
 // cost is identified), what is left of it is less than in's TTFT estimate
-// for r dispatched now: behind the prefill the engine has pending (all
-// replicas', as last reported), its decode batch, slot wait and memory
-// pressure, but not the router queue's work, whose order is the queue's
-// business. A request near its deadline that the engine could still serve
-// in time keeps its place; one the engine would only serve late (taking a
-// slot and slowing every decode step for its answer) goes behind those
-// that can still make it. Until the fit is identified the estimate is the
-// configured prior's, a guess about an engine the router has not seen,
-// and only missed counts.
+// for r dispatched now (onTime). A request near its deadline that the
+// engine could still serve in time keeps its place; one the engine would
+// only serve late (taking a slot and slowing every decode step for its
+// answer) goes behind those that can still make it. Until the fit is
+// identified the estimate is the configured prior's, a guess about an
+// engine the router has not seen, and only missed counts.
 func (s *Scheduler) late(in *instance, r *Request, now time.Duration) bool {
 	left := (s.sloOf(r) - (now - r.arrived)).Seconds()
-	if s.missedBy(in, r, left) {
+	return s.missedBy(in, r, left) || !s.onTime(in, r, left)
+}
+
+// onTime reports whether r, with left seconds of its SLO left, can still
+// be served in time at in by the estimate: in's TTFT estimate for r
+// dispatched now, behind the prefill this replica has pending there (the
+// others' as last reported is up to a heartbeat old, and stale figures
+// judged requests late that were not), with the engine's decode batch,
+// slot wait and memory pressure, but not the router queue's work, whose
+// order is the queue's business. The estimate's per-token cost is learned
+// from its own errors, starting from the configured prior; where it runs
+// above the fit's measured cost of a token of the request's own (a prior
+// that is off, or errors the estimate makes with several replicas), the
+// estimate is scaled down by their ratio. Without an identified fit every
+// request is on time.
+func (s *Scheduler) onTime(in *instance, r *Request, left float64) bool {
+	own := in.est.ahead.own()
+	if own <= 0 {
 		return true
 	}
-	return in.est.ahead.own() > 0 && left < in.ttftAt(in.prefillPending(), r.uncached)
+	t := in.ttftAt(in.pendingTokens.get(), r.uncached)
+	if c := in.est.cost(); c > own {
+		t *= own / c
+	}
+	return left >= t
 }
 
 // missed reports whether r has missed its SLO whatever happens next: its

@@ -348,30 +348,34 @@ func TestQueueRejectOnArrival(t *testing.T) {
 // has waited 0.5 s when X's prefill ends. A's own prefill (0.33 s at the
 // prior cost) still fits what is left of its SLO, so A has not missed it;
 // but behind Y's pending prefill the estimate for A dispatched now is
-// about 0.7 s. Once the router has learned how the engine answers, A goes
-// behind B (which can make its SLO) and waits for an idle instance, and
-// LateReject fails it only once it has missed the SLO outright; with the
-// prior alone, A keeps its place.
+// about 0.7 s. Once the router has learned that the engine answers as the
+// estimate prices it (a fitted cost of 1.6e-4 s per token, the prior's), A
+// goes behind B (which can make its SLO) and waits for an idle instance,
+// and LateReject fails it only once it has missed the SLO outright. With
+// the prior alone, or a fit that measures a token at a tenth of the
+// estimate's cost (the estimate scaled down to about 0.07 s), A keeps its
+// place.
 func TestQueueLateByEstimate(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
-		learned bool
+		fitted  float64 // the fit's cost of a token, ahead or own (0: no fit)
 		late    string
 		first   []string // dispatched at X's first token
 		second  []string // dispatched at Y's and B's first tokens, 2 s later
 		failed  []string // failed with ErrLate then
 	}{
-		{"prior only", false, LateIdle, []string{"A", "B"}, nil, nil},
-		{"learned", true, LateIdle, []string{"B"}, []string{"A"}, nil},
-		{"learned, reject", true, LateReject, []string{"B"}, nil, []string{"A"}},
+		{"prior only", 0, LateIdle, []string{"A", "B"}, nil, nil},
+		{"learned", 1.6e-4, LateIdle, []string{"B"}, []string{"A"}, nil},
+		{"learned, reject", 1.6e-4, LateReject, []string{"B"}, nil, []string{"A"}},
+		{"learned, the estimate ten times high", 1.6e-5, LateIdle, []string{"A", "B"}, nil, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 7000, Late: tt.late}}
 			s, clk := mustNew(t, cfg, 1)
-			if tt.learned { // a step-bound engine: 1e-4 s per token ahead or own
+			if tt.fitted > 0 { // a step-bound engine: a token ahead costs what one's own does
 				for i := range 400 {
 					a, u := float64(i%7)*1000, float64(i%3)*1000
-					s.est.ahead.observe(a, 0, u, 0.05+1e-4*(a+u))
+					s.est.ahead.observe(a, 0, u, 0.05+tt.fitted*(a+u))
 				}
 			}
 			names := map[*Request]string{}
@@ -424,5 +428,38 @@ func TestQueueLateByEstimate(t *testing.T) {
 				t.Errorf("failed %v, want %v", failed, tt.failed)
 			}
 		})
+	}
+}
+
+// What the other replicas report pending on an instance does not make a
+// request late there (their figures are up to a heartbeat old, and a
+// replica may claim anything within RemoteBounds); this replica's own
+// pending prefill does.
+func TestLateIgnoresTheOthersPending(t *testing.T) {
+	s, _ := mustNew(t, Config{Policy: "least-loaded", Queue: QueueConfig{Adaptive: true}}, 1)
+	for i := range 400 {
+		a, u := float64(i%7)*1000, float64(i%3)*1000
+		s.est.ahead.observe(a, 0, u, 0.05+1.6e-4*(a+u))
+	}
+	in, id := s.members[0], pool(1)[0].ID
+	now := s.now()
+	r := &Request{SLO: time.Second, uncached: 2048, arrived: now - 500*time.Millisecond} // 0.33 s of its own
+	if s.late(in, r, now) {
+		t.Fatal("late with nothing pending")
+	}
+	if err := s.SetRemoteLoad(id, Load{PendingTokens: 1 << 20, Running: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if s.late(in, r, now) {
+		t.Error("late for the others' claim of 1M pending tokens")
+	}
+	if err := s.SetRemoteLoad(id, Load{}); err != nil {
+		t.Fatal(err)
+	}
+	if d := route(t, s, req(prompt(1, 1, 0, 8))); d.Queued { // 4,096 tokens of this replica's pending
+		t.Fatal("X queued, want dispatched")
+	}
+	if !s.late(in, r, now) {
+		t.Errorf("on time behind 4,096 tokens of this replica's pending (pending %d, flight %d, estimate %.2f s, 0.5 s left)", in.pendingTokens.get(), in.inFlight(), in.ttftAt(in.pendingTokens.get(), r.uncached))
 	}
 }
