@@ -357,12 +357,12 @@ func TestQueueRejectOnArrival(t *testing.T) {
 // place.
 func TestQueueLateByEstimate(t *testing.T) {
 	for _, tt := range []struct {
-		name    string
-		fitted  float64 // the fit's cost of a token, ahead or own (0: no fit)
-		late    string
-		first   []string // dispatched at X's first token
-		second  []string // dispatched at Y's and B's first tokens, 2 s later
-		failed  []string // failed with ErrLate then
+		name   string
+		fitted float64 // the fit's cost of a token, ahead or own (0: no fit)
+		late   string
+		first  []string // dispatched at X's first token
+		second []string // dispatched at Y's and B's first tokens, 2 s later
+		failed []string // failed with ErrLate then
 	}{
 		{"prior only", 0, LateIdle, []string{"A", "B"}, nil, nil},
 		{"learned", 1.6e-4, LateIdle, []string{"B"}, []string{"A"}, nil},
