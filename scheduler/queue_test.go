@@ -291,14 +291,7 @@ func TestQueueLateRequests(t *testing.T) {
 			if g := got(); !slices.Equal(g, tt.first) {
 				t.Errorf("after X's first token dispatched %v, want %v", g, tt.first)
 			}
-			var failed []string
-			for _, f := range out.failed {
-				if !errors.Is(f.Err, ErrLate) {
-					t.Errorf("failure %v, want ErrLate", f.Err)
-				}
-				failed = append(failed, names[f.Request])
-			}
-			if !slices.Equal(failed, tt.failed) {
+			if failed := lateFailures(t, out, names); !slices.Equal(failed, tt.failed) {
 				t.Errorf("failed %v, want %v", failed, tt.failed)
 			}
 			out.reset()
@@ -417,14 +410,7 @@ func TestQueueLateByEstimate(t *testing.T) {
 			if g := sent(); !slices.Equal(g, tt.second) {
 				t.Errorf("after the first tokens dispatched %v, want %v", g, tt.second)
 			}
-			var failed []string
-			for _, f := range out.failed {
-				if !errors.Is(f.Err, ErrLate) {
-					t.Errorf("failure %v, want ErrLate", f.Err)
-				}
-				failed = append(failed, names[f.Request])
-			}
-			if !slices.Equal(failed, tt.failed) {
+			if failed := lateFailures(t, out, names); !slices.Equal(failed, tt.failed) {
 				t.Errorf("failed %v, want %v", failed, tt.failed)
 			}
 		})
@@ -462,4 +448,18 @@ func TestLateIgnoresTheOthersPending(t *testing.T) {
 	if !s.late(in, r, now) {
 		t.Errorf("on time behind 4,096 tokens of this replica's pending (pending %d, flight %d, estimate %.2f s, 0.5 s left)", in.pendingTokens.get(), in.inFlight(), in.ttftAt(in.pendingTokens.get(), r.uncached))
 	}
+}
+
+// lateFailures returns the names of the requests out saw fail, each of
+// which must have failed with ErrLate.
+func lateFailures(t *testing.T, out *outcome, names map[*Request]string) []string {
+	t.Helper()
+	var failed []string
+	for _, f := range out.failed {
+		if !errors.Is(f.Err, ErrLate) {
+			t.Errorf("failure %v, want ErrLate", f.Err)
+		}
+		failed = append(failed, names[f.Request])
+	}
+	return failed
 }
