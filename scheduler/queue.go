@@ -28,11 +28,11 @@ import (
 // requests that arrived before it.
 //
 // With Order = OrderDeadline (the default) the queue is also SLO-aware: a
-// request is late when what is left of its TTFT SLO is less than its
-// instance's TTFT estimate for it dispatched now (the engine's pending
-// prefill ahead, not the router queue's), or less than its own prefill
-// alone: it has missed the SLO, or the engine could no longer serve it in
-// time (queue.go's late). Late requests go behind every request that can still make it; by default
+// request is late when what is left of its TTFT SLO is less than its own
+// prefill alone (it has missed the SLO), or, once first tokens have taught
+// the router how the engines answer, less than its instance's TTFT
+// estimate for it dispatched now (late, onTime). Late requests go behind
+// every request that can still make it; by default
 // (Late = LateIdle) they are dispatched only to an idle instance (no
 // prefill pending, few requests in flight), so under overload the engine
 // spends its capacity on requests that can still meet the SLO instead of on
@@ -260,8 +260,13 @@ func (s *Scheduler) idle(in *instance) bool {
 // identified the estimate is the configured prior's, a guess about an
 // engine the router has not seen, and only missed counts.
 func (s *Scheduler) late(in *instance, r *Request, now time.Duration) bool {
-	left := (s.sloOf(r) - (now - r.arrived)).Seconds()
-	return s.missedBy(in, r, left) || !s.onTime(in, r, left)
+	left := s.left(r, now)
+	return s.missed(in, r, left) || !s.onTime(in, r, left)
+}
+
+// left is what is left of r's SLO at now, in seconds.
+func (s *Scheduler) left(r *Request, now time.Duration) float64 {
+	return (s.sloOf(r) - (now - r.arrived)).Seconds()
 }
 
 // onTime reports whether r, with left seconds of its SLO left, can still
@@ -288,18 +293,13 @@ func (s *Scheduler) onTime(in *instance, r *Request, left float64) bool {
 	return left >= t
 }
 
-// missed reports whether r has missed its SLO whatever happens next: its
-// wait so far plus its own prefill exceed the objective, even on an idle
-// instance (LateReject fails only those). The prefill is costed at the
-// lower of the learned and the prior per-token cost: with several replicas
-// the learned cost also absorbs work this replica does not see and runs
-// high, and a request rejected by mistake is lost.
-func (s *Scheduler) missed(in *instance, r *Request, now time.Duration) bool {
-	return s.missedBy(in, r, (s.sloOf(r) - (now - r.arrived)).Seconds())
-}
-
-// missedBy is missed with left seconds of r's SLO left.
-func (s *Scheduler) missedBy(in *instance, r *Request, left float64) bool {
+// missed reports whether r, with left seconds of its SLO left, has missed
+// it whatever happens next: its own prefill exceeds what is left, even on
+// an idle instance (LateReject fails only those). The prefill is costed at
+// the lower of the learned and the prior per-token cost: with several
+// replicas the learned cost also absorbs work this replica does not see and
+// runs high, and a request rejected by mistake is lost.
+func (s *Scheduler) missed(in *instance, r *Request, left float64) bool {
 	return left < min(in.est.cost(), s.cfg.Cost.PerToken)*float64(r.uncached)
 }
 
@@ -345,7 +345,7 @@ func (s *Scheduler) drain(in *instance, now time.Duration) {
 	for len(in.queue) > 0 {
 		r := in.queue[s.top(in, now)]
 		if deadline && s.cfg.Queue.Late != LateServe && s.late(in, r, now) {
-			if s.cfg.Queue.Late == LateReject && s.missed(in, r, now) {
+			if s.cfg.Queue.Late == LateReject && s.missed(in, r, s.left(r, now)) {
 				s.dequeue(r)
 				r.state = stateDone
 				s.stats.Late.Add(1)

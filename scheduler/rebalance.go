@@ -194,7 +194,7 @@ func (s *Scheduler) bestMove(r *Request, src *instance, srcLoad int, now time.Du
 	if s.lateHere(r, src, now) {
 		return s.lateMove(r, src)
 	}
-	slo := (s.sloOf(r) - (now - r.arrived)).Seconds() // what is left of it
+	slo := s.left(r, now)
 	from := src.ttftAt(srcLoad-r.uncached, r.uncached)
 	// r stays with the other held requests of its group (held.go) while
 	// it can make its SLO there and has not waited OldestWait.
