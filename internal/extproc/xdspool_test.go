@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -116,6 +118,21 @@ func waitStates(t *testing.T, p *pool.Pool, want ...string) {
 	}
 }
 
+// healthyEndpoints starts n loopback servers that answer every request
+// (the pool's health probe included) with 200, and returns their
+// addresses: an xDS endpoint the probe cannot reach would be taken out by
+// whichever sweep runs after it arrived.
+func healthyEndpoints(t *testing.T, n int) []string {
+	t.Helper()
+	out := make([]string, n)
+	for i := range out {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+		t.Cleanup(s.Close)
+		out[i] = s.Listener.Addr().String()
+	}
+	return out
+}
+
 // A pool takes its instances from a management server (ADS and EDS alike):
 // additions, removals, draining and health apply; a bad assignment keeps
 // the last good list; when the server goes away the list stays and
@@ -123,6 +140,7 @@ func waitStates(t *testing.T, p *pool.Pool, want ...string) {
 func TestXDSPool(t *testing.T) {
 	for _, api := range []string{"ads", "eds"} {
 		t.Run(api, func(t *testing.T) {
+			ep := healthyEndpoints(t, 4)
 			cp := startControlPlane(t)
 			cfg := parseConfig(t, fmt.Sprintf(`
 pools:
@@ -134,8 +152,8 @@ health: {interval: 1h}
 			if err := ts.srv.Ready(); err == nil {
 				t.Errorf("Ready() = nil before any endpoint arrived")
 			}
-			cp.set(t, "router-1", "model_servers", "10.0.0.1:8000", "10.0.0.2:8000/w3")
-			waitStates(t, p, "10.0.0.1:8000:true:false", "10.0.0.2:8000:true:false")
+			cp.set(t, "router-1", "model_servers", ep[0], ep[1]+"/w3")
+			waitStates(t, p, ep[0]+":true:false", ep[1]+":true:false")
 			if err := ts.srv.Ready(); err != nil {
 				t.Errorf("Ready() = %v with endpoints", err)
 			}
@@ -144,26 +162,27 @@ health: {interval: 1h}
 			}
 
 			// One drains, one is added unhealthy, one removed.
-			cp.set(t, "router-1", "model_servers", "10.0.0.2:8000/draining", "10.0.0.3:8000/unhealthy", "10.0.0.4:8000")
-			waitStates(t, p, "10.0.0.2:8000:true:true", "10.0.0.3:8000:false:false", "10.0.0.4:8000:true:false")
+			cp.set(t, "router-1", "model_servers", ep[1]+"/draining", ep[2]+"/unhealthy", ep[3])
+			after := []string{ep[1] + ":true:true", ep[2] + ":false:false", ep[3] + ":true:false"}
+			waitStates(t, p, after...)
 			for i := 0; i < 20; i++ {
 				c := ts.open(t)
 				r := ts.post(t, c, "/v1/chat/completions", chat("m", fmt.Sprint("q", i), false))
 				dest := strings.Split(setHeader(r.GetRequestBody().GetResponse().GetHeaderMutation(), "x-gateway-destination-endpoint"), ",")[0]
 				c.responseHeaders(t, "200")
 				c.close()
-				if dest != "10.0.0.4:8000" {
-					t.Fatalf("request %d pinned to %q, want the only ready instance 10.0.0.4:8000", i, dest)
+				if dest != ep[3] {
+					t.Fatalf("request %d pinned to %q, want the only ready instance %s", i, dest, ep[3])
 				}
 			}
 			// The router's own checks cannot bring back what xDS calls unhealthy.
-			p.Health("10.0.0.3:8000", true)
-			waitStates(t, p, "10.0.0.2:8000:true:true", "10.0.0.3:8000:false:false", "10.0.0.4:8000:true:false")
+			p.Health(ep[2], true)
+			waitStates(t, p, after...)
 
 			// A hostname is refused; the last list stays.
 			cp.set(t, "router-1", "model_servers", "vllm.svc:8000")
 			time.Sleep(300 * time.Millisecond)
-			waitStates(t, p, "10.0.0.2:8000:true:true", "10.0.0.3:8000:false:false", "10.0.0.4:8000:true:false")
+			waitStates(t, p, after...)
 
 			// The server goes away: the list stays; readiness fails after the grace.
 			cp.g.Stop()
@@ -180,7 +199,7 @@ health: {interval: 1h}
 			if n := testutil.ToFloat64(gauge(t, ts, "dualmap_xds_connected")); n != 0 {
 				t.Errorf("dualmap_xds_connected = %v with the server gone, want 0", n)
 			}
-			waitStates(t, p, "10.0.0.2:8000:true:true", "10.0.0.3:8000:false:false", "10.0.0.4:8000:true:false")
+			waitStates(t, p, after...)
 		})
 	}
 }
