@@ -275,18 +275,24 @@ func (s *Scheduler) left(r *Request, now time.Duration) float64 {
 // others' as last reported is up to a heartbeat old, and stale figures
 // judged requests late that were not), with the engine's decode batch,
 // slot wait and memory pressure, but not the router queue's work, whose
-// order is the queue's business. The estimate's per-token cost is learned
-// from its own errors, starting from the configured prior; where it runs
-// above the fit's measured cost of a token of the request's own (a prior
-// that is off, or errors the estimate makes with several replicas), the
-// estimate is scaled down by their ratio. Without an identified fit every
-// request is on time.
+// order is the queue's business. The pending prefill counts at what the
+// fit measured a token of work ahead to cost a first token, relative to a
+// token of the request's own (never more than one): an engine that
+// prefills requests side by side delays a request far less for each
+// pending token than for its own, and pending tokens that were in fact
+// cached (a lost or late cache-index record) delay it by nothing. The
+// estimate's per-token cost is learned from its own errors, starting from
+// the configured prior; where it runs above the fit's measured cost of a
+// token of the request's own (a prior that is off, or errors the estimate
+// makes with several replicas), the estimate is scaled down by their
+// ratio. Without an identified fit every request is on time.
 func (s *Scheduler) onTime(in *instance, r *Request, left float64) bool {
 	own := in.est.ahead.own()
 	if own <= 0 {
 		return true
 	}
-	t := in.ttftAt(in.pendingTokens.get(), r.uncached)
+	ahead := float64(in.pendingTokens.get()) * min(in.est.ahead.slope()/own, 1)
+	t := in.ttftAt(int(ahead), r.uncached)
 	if c := in.est.cost(); c > own {
 		t *= own / c
 	}

@@ -450,6 +450,40 @@ func TestLateIgnoresTheOthersPending(t *testing.T) {
 	}
 }
 
+// This replica's pending prefill counts at what the fit measured a token
+// of work ahead to cost, relative to one of the request's own: behind
+// 4,096 pending tokens a request with 0.5 s left is late on a step-bound
+// engine (a token ahead costs what one's own does) and on time on one
+// that prefills side by side (a tenth).
+func TestLateCountsPendingAtTheFittedCost(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		ahead float64 // the fit's cost of a token ahead; a token of its own costs 1.6e-4 s
+		late  bool
+	}{
+		{"step-bound", 1.6e-4, true},
+		{"side by side", 1.6e-5, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _ := mustNew(t, Config{Policy: "least-loaded", Queue: QueueConfig{Adaptive: true}}, 1)
+			for i := range 400 {
+				a, u := float64(i%7)*1000, float64(i%3)*1000
+				s.est.ahead.observe(a, 0, u, 0.05+tt.ahead*a+1.6e-4*u)
+			}
+			in := s.members[0]
+			now := s.now()
+			r := &Request{SLO: time.Second, uncached: 2048, arrived: now - 500*time.Millisecond} // 0.33 s of its own
+			if d := route(t, s, req(prompt(1, 1, 0, 8))); d.Queued {
+				t.Fatal("X queued, want dispatched")
+			}
+			if got := s.late(in, r, now); got != tt.late {
+				t.Errorf("late = %v behind %d pending tokens (fit: %.1e s a token ahead, %.1e of its own), want %v",
+					got, in.pendingTokens.get(), s.est.ahead.slope(), s.est.ahead.own(), tt.late)
+			}
+		})
+	}
+}
+
 // lateFailures returns the names of the requests out saw fail, each of
 // which must have failed with ErrLate.
 func lateFailures(t *testing.T, out *outcome, names map[*Request]string) []string {
