@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -218,15 +219,23 @@ func startBenchStack(t testing.TB, eng peerEngines, pk benchPicker, replicas int
 	}
 	b := &benchStack{gatewayStack: g}
 	var eppEndpoints strings.Builder
+	var grpcAddrs []string
 	for i := 0; i < replicas; i++ {
 		gp, hp := freePort(t), freePort(t)
 		p := pk.start(t, s, i, gp, hp, redis)
 		b.pickers = append(b.pickers, p)
 		g.health = append(g.health, fmt.Sprintf("127.0.0.1:%d", hp))
+		grpcAddrs = append(grpcAddrs, fmt.Sprintf("127.0.0.1:%d", gp))
 		fmt.Fprintf(&eppEndpoints, "%%[1]s- endpoint:\n%%[1]s    address: {socket_address: {address: 127.0.0.1, port_value: %d}}\n%%[1]s    health_check_config: {port_value: %d}\n", gp, hp)
 	}
 	for i, h := range g.health {
 		waitGRPCServing(t, h, pk.name, b.pickers[i])
+		// llm-d's EPP reports SERVING on its health port before its
+		// ext_proc port listens (it makes a self-signed certificate
+		// first, seconds on a busy machine): Envoy would send a share of
+		// the run to a replica that refuses the connection, and the run
+		// would count those 500s against the picker.
+		waitListening(t, grpcAddrs[i], pk.name, b.pickers[i])
 	}
 	src, err := os.ReadFile(filepath.Join(repoRoot, "envoy", "gateway-epp.yaml"))
 	if err != nil {
@@ -258,6 +267,23 @@ func startBenchStack(t testing.TB, eng peerEngines, pk benchPicker, replicas int
 		time.Sleep(200 * time.Millisecond)
 	}
 	return b
+}
+
+// waitListening waits until addr accepts TCP connections (60 s at most).
+func waitListening(t testing.TB, addr, name string, p *proc) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s not accepting connections after 60s (%v)\n%s", name, addr, err, tail(p.log, 20))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // enginePage is the engine at addr's /metrics page (at most 8 MiB).
@@ -529,6 +555,31 @@ func (b *benchStack) saveRouterState(t testing.TB, dir string) {
 			}
 		}
 	}
+	// Each replica's log, its last 256 KiB: what a picker said about the
+	// requests it failed.
+	for i, p := range b.pickers {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("router-%d.log", i)), tailBytes(p.log, 256<<10), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// tailBytes is the last n bytes of the file at path (nil if it cannot be
+// read).
+func tailBytes(path string, n int64) []byte {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > n {
+		f.Seek(st.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, n))
+	return b
 }
 
 // queueStats sums what the replicas' router queues held (dualmap's
