@@ -264,10 +264,7 @@ func TestAdaptiveEngineSlotsAreLearned(t *testing.T) {
 // a budget of SLOShare x SLO / slope = 0.625 s / 1e-4 = 6,250 tokens.
 func TestAdaptiveHoldsOnStepBoundEngine(t *testing.T) {
 	s, _ := adaptive(t, 1)
-	for i := range 400 {
-		a, u := float64(i%7)*1000, float64(i%3)*1000
-		s.est.ahead.observe(a, 0, u, 0.05+1e-4*(a+u))
-	}
+	teach(&s.est.ahead, 1e-4, 1e-4)
 	var rs []*Request
 	for i := range 4 {
 		r := req(prompt(uint64(i), uint64(i), 0, 4)) // 2,048 uncached tokens
@@ -325,5 +322,15 @@ func TestAdaptiveConfigValidation(t *testing.T) {
 				t.Errorf("Validate(%+v) = nil, want an error", tt.q)
 			}
 		})
+	}
+}
+
+// teach feeds f 400 first tokens from a step-bound engine: 0.05 s plus
+// ahead seconds per token of work ahead (0 to 6,000 tokens) and own per
+// token of the request's own (0 to 2,000).
+func teach(f *aheadFit, ahead, own float64) {
+	for i := range 400 {
+		a, u := float64(i%7)*1000, float64(i%3)*1000
+		f.observe(a, 0, u, 0.05+ahead*a+own*u)
 	}
 }

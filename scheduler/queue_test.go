@@ -366,10 +366,7 @@ func TestQueueLateByEstimate(t *testing.T) {
 			cfg := Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 7000, Late: tt.late}}
 			s, clk := mustNew(t, cfg, 1)
 			if tt.fitted > 0 { // a step-bound engine: a token ahead costs what one's own does
-				for i := range 400 {
-					a, u := float64(i%7)*1000, float64(i%3)*1000
-					s.est.ahead.observe(a, 0, u, 0.05+tt.fitted*(a+u))
-				}
+				teach(&s.est.ahead, tt.fitted, tt.fitted)
 			}
 			names := map[*Request]string{}
 			x, y := req(prompt(1, 1, 0, 8)), req(prompt(2, 2, 0, 4))
@@ -423,10 +420,7 @@ func TestQueueLateByEstimate(t *testing.T) {
 // pending prefill does.
 func TestLateIgnoresTheOthersPending(t *testing.T) {
 	s, _ := mustNew(t, Config{Policy: "least-loaded", Queue: QueueConfig{Adaptive: true}}, 1)
-	for i := range 400 {
-		a, u := float64(i%7)*1000, float64(i%3)*1000
-		s.est.ahead.observe(a, 0, u, 0.05+1.6e-4*(a+u))
-	}
+	teach(&s.est.ahead, 1.6e-4, 1.6e-4)
 	in, id := s.members[0], pool(1)[0].ID
 	now := s.now()
 	r := &Request{SLO: time.Second, uncached: 2048, arrived: now - 500*time.Millisecond} // 0.33 s of its own
@@ -466,10 +460,7 @@ func TestLateCountsPendingAtTheFittedCost(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s, _ := mustNew(t, Config{Policy: "least-loaded", Queue: QueueConfig{Adaptive: true}}, 1)
-			for i := range 400 {
-				a, u := float64(i%7)*1000, float64(i%3)*1000
-				s.est.ahead.observe(a, 0, u, 0.05+tt.ahead*a+1.6e-4*u)
-			}
+			teach(&s.est.ahead, tt.ahead, 1.6e-4)
 			in := s.members[0]
 			now := s.now()
 			r := &Request{SLO: time.Second, uncached: 2048, arrived: now - 500*time.Millisecond} // 0.33 s of its own

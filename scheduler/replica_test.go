@@ -179,10 +179,7 @@ func TestRemoteLoadLeavesOwnShare(t *testing.T) {
 		{"max running", Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 1 << 20, MaxRunning: 8}}, nil, 4},
 		{"fixed budget", Config{Policy: "cache-affinity", Queue: QueueConfig{Budget: 4096}}, nil, 4},
 		{"adaptive, step-bound engine", Config{Policy: "cache-affinity", Queue: QueueConfig{Adaptive: true}}, func(s *Scheduler) {
-			for i := range 400 { // a learned 1e-4 s per token ahead: 6,250 tokens
-				a, u := float64(i%7)*1000, float64(i%3)*1000
-				s.est.ahead.observe(a, 0, u, 0.05+1e-4*(a+u))
-			}
+			teach(&s.est.ahead, 1e-4, 1e-4) // a learned 1e-4 s per token ahead: 6,250 tokens
 		}, 6},
 		{"adaptive, max running", Config{Policy: "cache-affinity", Queue: QueueConfig{Adaptive: true, MaxRunning: 6}}, nil, 3},
 	}
