@@ -464,14 +464,21 @@ func startRedis(t testing.TB, dir string) *redisProc {
 func (r *redisProc) start() {
 	r.p = startProc(r.t, r.dir, fmt.Sprintf("redis-%d", time.Now().UnixNano()), "redis-server",
 		"--port", fmt.Sprint(r.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	deadline := time.Now().Add(faultWait)
+	waitListening(r.t, r.addr, "redis-server", r.p, faultWait)
+}
+
+// waitListening waits until addr accepts TCP connections, at most d.
+func waitListening(t testing.TB, addr, name string, p *proc, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for {
-		if c, err := net.Dial("tcp", r.addr); err == nil {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
 			c.Close()
 			return
 		}
 		if time.Now().After(deadline) {
-			r.t.Fatal("redis-server did not start")
+			t.Fatalf("%s: %s not accepting connections after %v (%v)\n%s", name, addr, d, err, tail(p.log, 20))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

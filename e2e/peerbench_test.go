@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -235,7 +234,7 @@ func startBenchStack(t testing.TB, eng peerEngines, pk benchPicker, replicas int
 		// first, seconds on a busy machine): Envoy would send a share of
 		// the run to a replica that refuses the connection, and the run
 		// would count those 500s against the picker.
-		waitListening(t, grpcAddrs[i], pk.name, b.pickers[i])
+		waitListening(t, grpcAddrs[i], pk.name, b.pickers[i], time.Minute)
 	}
 	src, err := os.ReadFile(filepath.Join(repoRoot, "envoy", "gateway-epp.yaml"))
 	if err != nil {
@@ -267,23 +266,6 @@ func startBenchStack(t testing.TB, eng peerEngines, pk benchPicker, replicas int
 		time.Sleep(200 * time.Millisecond)
 	}
 	return b
-}
-
-// waitListening waits until addr accepts TCP connections (60 s at most).
-func waitListening(t testing.TB, addr, name string, p *proc) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %s not accepting connections after 60s (%v)\n%s", name, addr, err, tail(p.log, 20))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // enginePage is the engine at addr's /metrics page (at most 8 MiB).
@@ -555,31 +537,16 @@ func (b *benchStack) saveRouterState(t testing.TB, dir string) {
 			}
 		}
 	}
-	// Each replica's log, its last 256 KiB: what a picker said about the
-	// requests it failed.
+	// Each replica's log, its last 2,000 lines: what a picker said about
+	// the requests it failed.
 	for i, p := range b.pickers {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("router-%d.log", i)), tailBytes(p.log, 256<<10), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("router-%d.log", i)), []byte(tail(p.log, 2000)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-}
-
-// tailBytes is the last n bytes of the file at path (nil if it cannot be
-// read).
-func tailBytes(path string, n int64) []byte {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > n {
-		f.Seek(st.Size()-n, io.SeekStart)
-	}
-	b, _ := io.ReadAll(io.LimitReader(f, n))
-	return b
 }
 
 // queueStats sums what the replicas' router queues held (dualmap's

@@ -10,8 +10,11 @@
 # with a rate ramp, then runs every picker in turn at shares of it, fresh
 # engines per run; it prints a Markdown table and writes results.json and
 # results.md under DUALMAP_PEER_OUT/<engine>/, and each run's picker and
-# engine /metrics (and dualmap's /debug/instances) under
-# DUALMAP_PEER_OUT/<engine>/routers/<run>/.
+# engine /metrics (and dualmap's /debug/instances), and each picker's log
+# (router-<i>.log, its last 2,000 lines), under
+# DUALMAP_PEER_OUT/<engine>/routers/<run>/. A run starts once every
+# picker's health port says SERVING and its ext_proc port accepts
+# connections.
 #
 # Knobs (environment; defaults in brackets):
 #   DUALMAP_PEER_ENGINE     engines, comma-separated: llmd-sim, dualmap
