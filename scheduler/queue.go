@@ -291,8 +291,11 @@ func (s *Scheduler) onTime(in *instance, r *Request, left float64) bool {
 	if own <= 0 {
 		return true
 	}
-	ahead := float64(in.pendingTokens.get()) * min(in.est.ahead.slope()/own, 1)
-	t := in.ttftAt(int(ahead), r.uncached)
+	share := 1.0 // a fit that is not a number counts the pending prefill whole
+	if f := in.est.ahead.slope() / own; f < 1 {
+		share = f
+	}
+	t := in.ttftAt(int(float64(in.pendingTokens.get())*share), r.uncached)
 	if c := in.est.cost(); c > own {
 		t *= own / c
 	}

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -457,10 +458,16 @@ func TestLateCountsPendingAtTheFittedCost(t *testing.T) {
 	}{
 		{"step-bound", 1.6e-4, true},
 		{"side by side", 1.6e-5, false},
+		{"a slope that is not a number", math.NaN(), true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s, _ := mustNew(t, Config{Policy: "least-loaded", Queue: QueueConfig{Adaptive: true}}, 1)
-			teach(&s.est.ahead, tt.ahead, 1.6e-4)
+			if math.IsNaN(tt.ahead) {
+				teach(&s.est.ahead, 1.6e-4, 1.6e-4)
+				s.est.ahead.slopev.set(tt.ahead)
+			} else {
+				teach(&s.est.ahead, tt.ahead, 1.6e-4)
+			}
 			in := s.members[0]
 			now := s.now()
 			r := &Request{SLO: time.Second, uncached: 2048, arrived: now - 500*time.Millisecond} // 0.33 s of its own
