@@ -67,12 +67,8 @@ import (
 // and compares a1 with c; with one replica (no spread in remote) the two
 // fits are the same.
 type aheadFit struct {
-	mu sync.Mutex // guards the sums
-	// The weighted count and sums of the regressors x (local, remote and
-	// own tokens), of their products and of their products with TTFT y.
-	n, sy         float64
-	s, sxy        [3]float64
-	sxx           [3][3]float64
+	mu            sync.Mutex  // guards sums
+	sums          ewls3       // of TTFT on local, remote and own tokens
 	slopev, ownv  atomicFloat // the last identified a and c, seconds per token
 	localv, lownv atomicFloat // the last identified a1 and its c (a and c without a split)
 }
@@ -98,35 +94,14 @@ func (f *aheadFit) observe(local, remote, own, ttft float64) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	d := 1 - aheadDecay
-	x := [3]float64{local, remote, own}
-	f.n = f.n*d + 1
-	f.sy = f.sy*d + ttft
-	for i := range x {
-		f.s[i] = f.s[i]*d + x[i]
-		f.sxy[i] = f.sxy[i]*d + x[i]*ttft
-		for j := range x {
-			f.sxx[i][j] = f.sxx[i][j]*d + x[i]*x[j]
-		}
-	}
-	if f.n < aheadMinSamples {
+	f.sums.add([3]float64{local, remote, own}, ttft)
+	if f.sums.n < aheadMinSamples {
 		return
 	}
 	// Covariances of local (0), remote (1), own (2) and y. With remote
 	// always 0 (one replica) every term below is what the fit on the whole
 	// work ahead computed before the split, to the bit.
-	var m, cy [3]float64
-	var c [3][3]float64
-	for i := range m {
-		m[i] = f.s[i] / f.n
-	}
-	my := f.sy / f.n
-	for i := range c {
-		cy[i] = f.sxy[i]/f.n - m[i]*my
-		for j := range c {
-			c[i][j] = f.sxx[i][j]/f.n - m[i]*m[j]
-		}
-	}
+	c, cy := f.sums.cov()
 	// The work ahead, local + remote.
 	c11 := c[0][0] + 2*c[0][1] + c[1][1]
 	c22, c12 := c[2][2], c[0][2]+c[1][2]
@@ -157,28 +132,8 @@ func (f *aheadFit) observe(local, remote, own, ttft float64) {
 // false when it is not identified (no spread in one of them, or one a
 // combination of the others).
 func splitFit(c [3][3]float64, cy [3]float64) (a1, own float64, ok bool) {
-	const spread2 = aheadMinSpread * aheadMinSpread
-	if c[0][0] < spread2 || c[1][1] < spread2 || c[2][2] < spread2 {
-		return 0, 0, false
-	}
-	det := det3(c)
-	if det < 0.01*c[0][0]*c[1][1]*c[2][2] {
-		return 0, 0, false
-	}
-	m := c
-	m[0][0], m[1][0], m[2][0] = cy[0], cy[1], cy[2]
-	a1 = det3(m) / det
-	m = c
-	m[0][2], m[1][2], m[2][2] = cy[0], cy[1], cy[2]
-	own = det3(m) / det
-	return max(a1, 0), max(own, 0), true
-}
-
-// det3 is the determinant of m.
-func det3(m [3][3]float64) float64 {
-	return m[0][0]*(m[1][1]*m[2][2]-m[1][2]*m[2][1]) -
-		m[0][1]*(m[1][0]*m[2][2]-m[1][2]*m[2][0]) +
-		m[0][2]*(m[1][0]*m[2][1]-m[1][1]*m[2][0])
+	b, ok := solve3(c, cy)
+	return max(b[0], 0), max(b[2], 0), ok
 }
 
 // slope is the learned marginal TTFT of a token of work ahead, in seconds
