@@ -175,6 +175,7 @@ type estimator struct {
 	svc   atomicFloat  // S: mean seconds from dispatch to completion
 	svcN  atomic.Int64 // completions observeService has counted
 	ahead aheadFit     // the marginal cost of prefill work ahead (admission.go)
+	busy  busyFit      // a token's own cost by the slots in use (busyfit.go)
 	// The configuration's fixed terms, negatives as 0.
 	reqTokens       float64
 	stepBase, perSq float64

@@ -42,6 +42,7 @@ type InstanceState struct {
 	Estimate      TTFTTerms // estimated TTFT of a new fully cached request, by term
 	AheadCost     float64   // learned marginal TTFT of a token of work ahead, seconds (admission.go)
 	OwnCost       float64   // the same fit's marginal TTFT of a token of the request's own, seconds
+	OwnCostFull   float64   // that cost for a request starting with SlotLimit running, seconds (busyfit.go; 0 until both are learned)
 	EngineQueuing bool      // the engine queues requests it cannot start, as far as this replica can tell
 	// Slots is the running limit the estimate's slot wait uses now: the
 	// one learned from the engine's lasting queues while it shows one,
@@ -332,7 +333,7 @@ func (in *instance) state() InstanceState {
 		CachedBlocks: blocks, ExactCache: exact, CostPerToken: in.est.cost(), StepScale: in.est.stepScale(), ServiceTime: in.est.serviceTime(),
 		Prefilling: in.prefilling.get(), Memory: in.memory(),
 		Estimate:  in.est.terms(in.load(), 0),
-		AheadCost: in.est.ahead.cost(), OwnCost: in.est.ahead.own(), EngineQueuing: in.engineQueuing(),
+		AheadCost: in.est.ahead.cost(), OwnCost: in.est.ahead.own(), OwnCostFull: in.ownFull(), EngineQueuing: in.engineQueuing(),
 		Slots: in.slots(), SlotLimit: in.slotLimit.limit.get(),
 	}
 }

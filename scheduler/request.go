@@ -67,6 +67,7 @@ type Request struct {
 	work       sample        // the estimate's parts at dispatch (for learning)
 	aheadAt    int           // the pending prefill, all replicas', it was dispatched behind (admission.go)
 	localAt    int           // this replica's part of aheadAt
+	busyAt     float64       // requests in flight once it started, -1 if it waited for a slot (busyfit.go)
 	qpos       int           // index in inst.queue while queued
 	held       int           // leading blocks recorded in inst's held index while queued
 	key        uint64        // ring key: the chained hash of the first KeyDepth blocks

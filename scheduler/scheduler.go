@@ -390,6 +390,7 @@ func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration) {
 	l.ahead, l.requests = in.prefillPending(), in.prefilling.get()
 	r.work = in.est.sampleOf(l, r.uncached)
 	r.aheadAt, r.localAt = l.ahead, in.pendingTokens.get()
+	r.busyAt = startRunning(l, in.est.cfg.MaxSeqs)
 	in.sinceReport.dispatched.add(1)
 	in.pendingTokens.add(r.uncached)
 	in.prefilling.add(1)
@@ -433,6 +434,9 @@ func (s *Scheduler) FirstToken(r *Request) {
 	r.ownPrefill = min((now - r.dispatched).Seconds(), in.est.ttft(load{}, r.uncached))
 	in.est.observe(r.work, (now - r.dispatched).Seconds())
 	in.est.ahead.observe(float64(r.localAt), float64(r.aheadAt-r.localAt), float64(r.uncached), (now - r.dispatched).Seconds())
+	if r.busyAt >= 0 {
+		in.est.busy.observe(float64(r.aheadAt), float64(r.uncached), r.busyAt, (now - r.dispatched).Seconds())
+	}
 	s.drain(in, now)
 }
 

@@ -163,3 +163,11 @@ func (in *instance) slots() int {
 	}
 	return in.est.cfg.MaxSeqs
 }
+
+// otherReplicas is the number of router replicas besides this one.
+func (in *instance) otherReplicas() int {
+	if in.replicas == nil {
+		return 0
+	}
+	return max(int(in.replicas.Load())-1, 0)
+}
