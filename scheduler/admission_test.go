@@ -334,3 +334,69 @@ func teach(f *aheadFit, ahead, own float64) {
 		f.observe(a, 0, u, 0.05+ahead*a+own*u)
 	}
 }
+
+// Late requests on an engine that prefills in parallel are served as soon
+// as nothing on time waits ahead of them, however busy the instance, and
+// keep their prefix in the held blocks; on a step-bound engine they wait
+// for fewer than IdleRunning in flight, and their prefix leaves the held
+// blocks (held.go).
+func TestLateServedOnAParallelEngine(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		ahead    float64 // the fit's cost of a token of work ahead (own: 1e-4)
+		dispatch bool
+	}{
+		{"parallel", 1e-6, true},
+		{"step-bound", 1e-4, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			q := QueueConfig{Adaptive: true, MaxWait: time.Minute, IdleRunning: 8}
+			s, _ := mustNew(t, Config{Policy: "cache-affinity", SLO: time.Second, Queue: q}, 1)
+			teach(&s.est.ahead, tt.ahead, 1e-4)
+			if got := s.est.ahead.parallel(); got != tt.dispatch {
+				t.Fatalf("parallel() = %v after teaching %g ahead, want %v", got, tt.ahead, tt.dispatch)
+			}
+			id := pool(1)[0].ID
+			setRunning(t, s, id, 10)
+			late := req(prompt(2, 2, 0, 79))
+			late.SLO = time.Millisecond // late at once
+			if d := route(t, s, late); d.Queued == tt.dispatch {
+				t.Errorf("late request with 10 in flight: queued %v, want %v", d.Queued, !tt.dispatch)
+			}
+			if tt.dispatch {
+				return
+			}
+			if late.held != 0 {
+				t.Errorf("late request held for an idle instance has %d blocks in the held index, want 0", late.held)
+			}
+		})
+	}
+}
+
+// A late request held because its engine shows a queue keeps its prefix
+// in the held blocks on a parallel engine: it goes at the next slot, and
+// its group-mate follows it rather than prefilling the prefix elsewhere.
+func TestLateKeepsItsPrefixOnAParallelEngine(t *testing.T) {
+	q := QueueConfig{Adaptive: true, MaxWait: time.Minute, MaxRunning: 2}
+	s, _ := mustNew(t, Config{Policy: "dualmap", Candidates: 2, SLO: time.Second, Queue: q}, 4)
+	teach(&s.est.ahead, 1e-6, 1e-4)
+	first := req(prompt(7, 1, 6, 8))
+	first.SLO = time.Millisecond
+	_, b := pairOf(t, s, first.Blocks)
+	setRunning(t, s, b, 2)
+	for _, in := range s.Instances() {
+		if in.ID != b {
+			setRunning(t, s, in.ID, 2)
+		}
+	}
+	if d := route(t, s, first); !d.Queued {
+		t.Fatalf("first of the group dispatched to %s with every instance at its MaxRunning, want it held", d.Instance)
+	}
+	if first.held == 0 {
+		t.Error("a late request held on a parallel engine has no blocks in the held index")
+	}
+	mate := req(prompt(7, 2, 6, 8))
+	if d := route(t, s, mate); d.Instance != first.dec.Instance || d.Reason != ReasonCache {
+		t.Errorf("mate Submit() = %s (%v), want %s (cache): its group-mate is held there", d.Instance, d.Reason, first.dec.Instance)
+	}
+}

@@ -19,7 +19,8 @@ import "fmt"
 // reason (dispatched, cancelled, expired, shed, migrated, re-routed); on
 // dispatch the cache index takes over (in exact mode and with
 // Config.ReportedCache the engine's report does, later). They also leave
-// it when the queue finds the request late (queue.go): it then waits
+// it when the queue finds the request late (queue.go), except where late
+// requests are served at once (lateServed, admission.go): it then waits
 // behind every request that can still make its SLO, so its prefix is not
 // coming soon, and a group-mate that followed it would wait as long or
 // compute the prefix itself on a busier instance (in the simulator

@@ -330,7 +330,9 @@ func (s *Scheduler) top(in *instance, now time.Duration) int {
 		p := s.priority(in, r, now)
 		if p < -lateRank/2 {
 			late += r.uncached
-			s.release(in, r) // held.go: its prefix is not coming soon
+			if !s.lateServed(in) {
+				s.release(in, r) // held.go: its prefix is not coming soon
+			}
 		}
 		if r.Priority > bclass || r.Priority == bclass && (p > bp || (p == bp && r.enqueued < in.queue[best].enqueued)) {
 			best, bp, bclass = i, p, r.Priority
