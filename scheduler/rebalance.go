@@ -18,7 +18,14 @@ import (
 //	B = TTFT(r, source) - TTFT(r, j)
 //
 // and a move is allowed when B > 0 and TTFT(r, j) is within what is left of
-// r's SLO after its wait. A request that can no longer make it anywhere
+// r's SLO after its wait. Both estimates price r's uncached tokens as the
+// reach does (reprice, reach.go): at the admission fit's measured cost of a
+// token of a request's own where that is above the estimate's per-token
+// cost. On an engine that prefills in parallel (llm-d's simulator) the
+// estimate's cost, learned with the step model, was a fifth of that, and
+// moves off a hotspot prefilled their group's prompt again elsewhere for a
+// gain they did not get (docs/evaluation.md, "Late requests on a parallel
+// engine"). A request that can no longer make it anywhere
 // (late, under the deadline order) moves only to a candidate that holds a
 // longer cached prefix of it, whatever the thresholds (latemove.go): its
 // TTFT is lost, its prefill can still be saved.
@@ -195,7 +202,7 @@ func (s *Scheduler) bestMove(r *Request, src *instance, srcLoad int, now time.Du
 		return s.lateMove(r, src)
 	}
 	slo := s.left(r, now)
-	from := src.ttftAt(srcLoad-r.uncached, r.uncached)
+	from := src.ttftAt(srcLoad-r.uncached, r.uncached) + src.reprice(r.uncached)
 	// r stays with the other held requests of its group (held.go) while
 	// it can make its SLO there and has not waited OldestWait.
 	ow := s.cfg.Rebalance.OldestWait
@@ -210,7 +217,7 @@ func (s *Scheduler) bestMove(r *Request, src *instance, srcLoad int, now time.Du
 			return
 		}
 		cached := s.estCached(to, r)
-		t := to.ttftAt(to.ahead()+s.added[to.idx], r.Tokens-cached)
+		t := to.ttftAt(to.ahead()+s.added[to.idx], r.Tokens-cached) + to.reprice(r.Tokens-cached)
 		b := from - t
 		if b <= 0 || t > slo || (found && seconds(b) <= best.Benefit) {
 			return

@@ -180,3 +180,29 @@ func TestRebalancerCountsTheWait(t *testing.T) {
 		t.Errorf("Plan() = %d moves for requests with 0.1 s of SLO left, want none", len(moves))
 	}
 }
+
+// The rebalancer prices the prefill a move adds at the admission fit's
+// measured cost of a token of a request's own, as the reach does, where
+// that runs above the estimate's per-token cost: on llm-d's simulator the
+// estimate's cost learned 4e-5 s a token where a prompt's own tokens cost
+// 2e-4 to 4e-4, and moves off a hotspot re-prefilled their group's prompt
+// elsewhere for a gain they did not get. 40 requests share a 1,024-token
+// prefix on one hot instance, 4,096 tokens each.
+func TestRebalancerPricesTheMovedPrefillAtTheFittedCost(t *testing.T) {
+	for _, tt := range []struct {
+		own   float64 // the fit's cost of a token of the request's own (0: no fit)
+		moves bool
+	}{
+		{0, true},     // the estimate alone
+		{1e-4, true},  // the fit agrees with the estimate's 1e-4
+		{1e-2, false}, // the 1,024 tokens moved cost 10 s
+	} {
+		s, _, _ := hotspot(t, RebalanceConfig{OldestWait: -1}, 40)
+		if tt.own > 0 {
+			teach(&s.est.ahead, tt.own, tt.own)
+		}
+		if n := len(s.Plan()); (n > 0) != tt.moves {
+			t.Errorf("own cost %g: Plan() = %d moves, want moves %v", tt.own, n, tt.moves)
+		}
+	}
+}
