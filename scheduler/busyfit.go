@@ -22,8 +22,8 @@ import (
 // a long cold prompt on an instance about to fill at 0.6-0.8 s that took
 // 1.0 s (shared-prefix at 70% of capacity, docs/evaluation.md). The count,
 // not its share of the slots: the limit the router knows changes as it
-// learns it (slots.go). freeSlot (freeslot.go) reads the fit; nothing
-// else does.
+// learns it (slots.go). freeSlot (freeslot.go) reads the fit for the
+// instance a request would move to; nothing else does.
 type busyFit struct {
 	mu   sync.Mutex  // guards sums
 	sums ewls3       // of TTFT on ahead, own, own x running

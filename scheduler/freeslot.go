@@ -1,7 +1,5 @@
 package scheduler
 
-import "cmp"
-
 // freeSlot is DualMap's way out of a full engine (our decision, not the
 // paper's). An engine runs at most so many requests at once (vLLM's
 // max_num_seqs, learned in slots.go); a request sent to one that runs that
@@ -17,12 +15,16 @@ import "cmp"
 // counts a wait for a slot), the ready instance with a free slot, nothing
 // held for it in the router queue and the lowest estimated TTFT for r, if
 // that is lower than the choice's own; else -1. Both estimates price r's
-// own uncached tokens as the reach does (reprice), at the cost busyFit
-// (busyfit.go) has learned for a start with as many requests running as
-// each would start with: the chosen one's limit, the free one's requests
-// in flight and r. So a long cached prefix is given up only for a wait
-// that costs more than prefilling it again where r would go. The free
-// instance's estimate also counts what the move costs the others: what
+// own uncached tokens as the reach does (reprice); the free instance's at
+// the cost busyFit (busyfit.go) has learned for a start beside the
+// requests in flight there, so a long cached prefix is given up only for a
+// wait that costs more than prefilling it again where r would go. The
+// chosen one's stay at the fit's average: priced at its limit, the most
+// expensive point of busyFit, the wait looked worth a move for the mostly
+// uncached prompts of the conversation trace, 33-86 moves a run at 100-150%
+// of capacity, and the free instances, holding few but long requests, ran
+// out of KV cache (9-15 requests failed a run at 150% against 0-3). The
+// free instance's estimate also counts what the move costs the others: what
 // that prefill delays the requests in prefill there, at the learned cost
 // of a token of work ahead, and the reuse given up (the chosen one's
 // cached tokens that the free one lacks) once more at that cost, the slot
@@ -59,7 +61,7 @@ func (d *dualMap) freeSlot(v *view, r *Request, chosen int32) int32 {
 	}
 	spare := in.otherReplicas() // a slot for each, which may see it free too
 	held := v.cached(chosen, r)
-	best, bestT := int32(-1), v.ttft(chosen, r, held)+in.repriceBusy(r.Tokens-held, float64(cmp.Or(lc.slots, in.est.cfg.MaxSeqs)))
+	best, bestT := int32(-1), v.ttft(chosen, r, held)+in.reprice(r.Tokens-held)
 	for i, m := range v.members {
 		c := int32(i)
 		if !v.ready[i] || c == chosen || m.nqueued.get()+m.remote.Queued.get() > 0 {
