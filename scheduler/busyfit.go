@@ -64,21 +64,6 @@ func (f *busyFit) own(running float64) (float64, bool) {
 	return max(f.ownv.get()+f.perv.get()*running, 0), true
 }
 
-// startRunning is the requests in flight on an instance once a request
-// sent under l starts, itself included; -1 when its engine runs as many
-// as it can (l.slots, or maxSeqs when l knows no limit) and it would wait
-// for a slot.
-func startRunning(l load, maxSeqs int) float64 {
-	n := l.slots
-	if n <= 0 {
-		n = maxSeqs
-	}
-	if l.occupied >= n {
-		return -1
-	}
-	return float64(l.occupied + 1)
-}
-
 // ownAt is the learned cost of a token of a request's own prompt when it
 // starts with running requests in flight: busyFit's, or until that is
 // identified the admission fit's (which does not tell loads apart).
@@ -87,11 +72,6 @@ func (in *instance) ownAt(running float64) float64 {
 		return own
 	}
 	return in.est.ahead.own()
-}
-
-// repriceBusy is reprice (reach.go) at ownAt(running).
-func (in *instance) repriceBusy(uncached int, running float64) float64 {
-	return max(in.ownAt(running)-in.est.cost(), 0) * float64(uncached)
 }
 
 // ownFull is own at the instance's learned limit on running requests

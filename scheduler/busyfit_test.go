@@ -66,6 +66,7 @@ func TestBusyFitNeedsASpreadOfLoads(t *testing.T) {
 }
 
 func TestStartRunning(t *testing.T) {
+	s, _ := mustNew(t, Config{Policy: "round-robin", Cost: CostConfig{MaxSeqs: 256}}, 1)
 	for _, tc := range []struct {
 		l    load
 		want float64
@@ -77,7 +78,7 @@ func TestStartRunning(t *testing.T) {
 		{load{occupied: 20}, 21}, // no limit known: MaxSeqs
 		{load{occupied: 256}, -1},
 	} {
-		if got := startRunning(tc.l, 256); got != tc.want {
+		if got := s.est.startRunning(tc.l); got != tc.want {
 			t.Errorf("startRunning(%+v) = %g, want %g", tc.l, got, tc.want)
 		}
 	}

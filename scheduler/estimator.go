@@ -256,15 +256,31 @@ func (e *estimator) ttft(l load, uncached int) float64 {
 
 // slotWait is the expected wait for a sequence slot.
 func (e *estimator) slotWait(l load) float64 {
-	n := l.slots
-	if n <= 0 {
-		n = e.cfg.MaxSeqs
-	}
+	n := e.limit(l)
 	over := l.occupied - n + 1
 	if over <= 0 {
 		return 0
 	}
 	return e.svc.get() * float64(over) / float64(n)
+}
+
+// limit is the sequences the engine runs at once under l: l.slots, or
+// CostConfig.MaxSeqs when l knows none.
+func (e *estimator) limit(l load) int {
+	if l.slots > 0 {
+		return l.slots
+	}
+	return e.cfg.MaxSeqs
+}
+
+// startRunning is the requests in flight on an instance once a request
+// sent under l starts, itself included; -1 when its engine runs as many
+// as it can and it would wait for a slot (slotWait > 0).
+func (e *estimator) startRunning(l load) float64 {
+	if l.occupied >= e.limit(l) {
+		return -1
+	}
+	return float64(l.occupied + 1)
 }
 
 // serviceTime is the learned mean time a request holds a sequence slot.

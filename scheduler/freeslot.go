@@ -74,11 +74,11 @@ func (d *dualMap) freeSlot(v *view, r *Request, chosen int32) int32 {
 		}
 		cached := v.cached(c, r)
 		u := r.Tokens - cached
-		running := startRunning(l, m.est.cfg.MaxSeqs)
-		t := v.ttft(c, r, cached) + m.repriceBusy(u, running) + m.est.ahead.slope()*float64(u*l.requests)
+		own := m.ownAt(m.est.startRunning(l))
+		t := v.ttft(c, r, cached) + m.repriceAt(own, u) + m.est.ahead.slope()*float64(u*l.requests)
 		// The reuse given up, again: its second prefill holds a slot
 		// there that long, which the pool's later requests lose.
-		t += m.ownAt(running) * float64(max(held-cached, 0))
+		t += own * float64(max(held-cached, 0))
 		if t < bestT {
 			best, bestT = c, t
 		}

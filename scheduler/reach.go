@@ -68,5 +68,10 @@ func (in *instance) holdsBlock(h uint64, held bool) bool {
 // when priced at the admission fit's own slope instead of the estimator's
 // per-token cost, where the slope is the higher (0 until it is identified).
 func (in *instance) reprice(uncached int) float64 {
-	return max(in.est.ahead.own()-in.est.cost(), 0) * float64(uncached)
+	return in.repriceAt(in.est.ahead.own(), uncached)
+}
+
+// repriceAt is reprice at a learned cost of own seconds a token.
+func (in *instance) repriceAt(own float64, uncached int) float64 {
+	return max(own-in.est.cost(), 0) * float64(uncached)
 }

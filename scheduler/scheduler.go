@@ -390,7 +390,7 @@ func (s *Scheduler) dispatch(in *instance, r *Request, now time.Duration) {
 	l.ahead, l.requests = in.prefillPending(), in.prefilling.get()
 	r.work = in.est.sampleOf(l, r.uncached)
 	r.aheadAt, r.localAt = l.ahead, in.pendingTokens.get()
-	r.busyAt = startRunning(l, in.est.cfg.MaxSeqs)
+	r.busyAt = in.est.startRunning(l)
 	in.sinceReport.dispatched.add(1)
 	in.pendingTokens.add(r.uncached)
 	in.prefilling.add(1)
