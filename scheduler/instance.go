@@ -113,9 +113,6 @@ type instance struct {
 	// exact: kv is the engine's own report (KV events), and dispatches
 	// add nothing to it (exact.go). Guarded by mu.
 	exact bool
-	// kvRep is the engine's last report of its KV memory (kvroom.go).
-	// Guarded by mu.
-	kvRep kvReport
 	// recent is an exponentially decayed sum of the uncached tokens of
 	// requests routed here (Preble's windowed load), as of its time.
 	recent windowed
@@ -230,10 +227,6 @@ type EngineLoad struct {
 	// KVUsage is the fraction of the engine's KV memory in use, in [0, 1]
 	// (0 when not reported).
 	KVUsage float64
-	// KVCapacity is the engine's KV memory in tokens (vLLM's
-	// cache_config_info: num_gpu_blocks x block_size; 0 when not
-	// reported): with KVUsage, what kvroom.go holds requests on.
-	KVCapacity int
 }
 
 // load is what the TTFT estimate reads of the instance now: the work this
@@ -330,13 +323,13 @@ func (in *instance) recentLoad(now, tau time.Duration) float64 {
 
 func (in *instance) state() InstanceState {
 	in.mu.Lock()
-	blocks, exact, kvCap := in.kv.len(), in.exact, in.kvRep.capacity
+	blocks, exact := in.kv.len(), in.exact
 	in.mu.Unlock()
 	return InstanceState{
 		ID: in.ID, Healthy: in.healthy, Draining: in.draining,
 		Queued: in.nqueued.get(), QueuedTokens: in.queuedTokens.get(),
 		PendingTokens: in.pendingTokens.get(), Running: in.running.get(), Remote: in.remote.load(),
-		Engine:       EngineLoad{Waiting: in.engineWaiting.get(), Running: in.engineRunning.get(), KVUsage: in.engineKV.get(), KVCapacity: kvCap},
+		Engine:       EngineLoad{Waiting: in.engineWaiting.get(), Running: in.engineRunning.get(), KVUsage: in.engineKV.get()},
 		CachedBlocks: blocks, ExactCache: exact, CostPerToken: in.est.cost(), StepScale: in.est.stepScale(), ServiceTime: in.est.serviceTime(),
 		Prefilling: in.prefilling.get(), Memory: in.memory(),
 		Estimate:  in.est.terms(in.load(), 0),

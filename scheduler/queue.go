@@ -216,13 +216,8 @@ func (s *Scheduler) dequeue(r *Request) {
 // queues reports whether requests may wait in router queues.
 func (s *Scheduler) queues() bool { return s.cfg.Queue.Budget > 0 || s.cfg.Queue.Adaptive }
 
-// admissible reports whether r may be dispatched to in now: its prompt
-// fits the engine's KV memory (kvroom.go), and the queue's admission rule
-// lets it go.
-func (s *Scheduler) admissible(in *instance, r *Request, now time.Duration) bool {
-	if !s.kvRoom(in, r, now) {
-		return false
-	}
+// admissible reports whether r may be dispatched to in now.
+func (s *Scheduler) admissible(in *instance, r *Request) bool {
 	if s.cfg.Queue.Adaptive {
 		return s.admitAdaptive(in, r)
 	}
@@ -372,7 +367,7 @@ func (s *Scheduler) drain(in *instance, now time.Duration) {
 				return
 			}
 		}
-		if !s.admissible(in, r, now) {
+		if !s.admissible(in, r) {
 			return
 		}
 		s.dequeue(r)

@@ -197,7 +197,6 @@ func (s *Scheduler) SetEngineLoad(id string, l EngineLoad) error {
 	in.engineWaiting.set(l.Waiting)
 	in.engineRunning.set(l.Running)
 	in.engineKV.set(l.KVUsage)
-	in.reportKV(s.now(), l)
 	in.sinceReport.dispatched.set(0)
 	in.sinceReport.completed.set(0)
 	// The running limit: the most seen running with a queue.
@@ -210,9 +209,8 @@ func (s *Scheduler) SetEngineLoad(id string, l EngineLoad) error {
 }
 
 // SetEngineLimit records a report of instance id's own load for what it
-// shows of the engine's running limit (slots.go) and of its KV memory for
-// the KV-room rule (kvroom.go) only: nothing else of it enters the
-// estimates or admission. Use one of SetEngineLoad and
+// shows of the engine's running limit only (slots.go): nothing else of it
+// enters the estimates or admission. Use one of SetEngineLoad and
 // SetEngineLimit per instance. It returns how soon the next report of id
 // can teach the limit (confirmIn): 0 unless the report showed a queue that
 // has yet to last; a poller that comes back then learns it sooner.
@@ -225,7 +223,6 @@ func (s *Scheduler) SetEngineLimit(id string, l EngineLoad) (time.Duration, erro
 	}
 	now := s.now()
 	in.mu.Lock()
-	in.reportKV(now, l)
 	first := in.slotLimit.learn(now, l, &s.poolSlots)
 	again := in.confirmIn(now)
 	in.mu.Unlock()
@@ -241,7 +238,7 @@ func (s *Scheduler) SetEngineLimit(id string, l EngineLoad) (time.Duration, erro
 // engineReport validates a report of instance id's load and returns the
 // instance. The caller holds s.mu.
 func (s *Scheduler) engineReport(id string, l EngineLoad) (*instance, error) {
-	if l.Waiting < 0 || l.Running < 0 || l.KVCapacity < 0 {
+	if l.Waiting < 0 || l.Running < 0 {
 		return nil, fmt.Errorf("scheduler: engine load for %q: negative value in %+v", id, l)
 	}
 	if !(l.KVUsage >= 0 && l.KVUsage <= 1) {

@@ -22,18 +22,11 @@ var (
 	// before v0.10) and SGLang's token usage. The highest label set wins:
 	// the fullest rank is the one that stops admitting.
 	kvNames = []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"}
-	// The KV memory's size: vLLM's cache configuration, an info gauge
-	// whose labels carry it in blocks and tokens per block. The smallest
-	// label set wins (one per data-parallel rank, each with its own).
-	kvConfigName = "vllm:cache_config_info"
 )
 
-// maxKVCapacity bounds a reported KV size, in tokens.
-const maxKVCapacity = 1 << 40
-
 // parseEngineMetrics reads Prometheus text exposition and returns the
-// waiting and running requests and the KV memory use and size it reports,
-// and whether it found any of the first three.
+// waiting and running requests and the KV memory use it reports, and
+// whether it found any of them.
 func parseEngineMetrics(r io.Reader) (scheduler.EngineLoad, bool) {
 	var l scheduler.EngineLoad
 	found := false
@@ -51,11 +44,6 @@ func parseEngineMetrics(r io.Reader) (scheduler.EngineLoad, bool) {
 		var dst *int
 		kv := false
 		switch {
-		case name == kvConfigName:
-			if c := kvCapacity(rest); c > 0 && (l.KVCapacity == 0 || c < l.KVCapacity) {
-				l.KVCapacity = c
-			}
-			continue
 		case slices.Contains(waitingNames, name):
 			dst = &l.Waiting
 		case slices.Contains(runningNames, name):
@@ -87,42 +75,6 @@ func parseEngineMetrics(r io.Reader) (scheduler.EngineLoad, bool) {
 		found = true
 	}
 	return l, found
-}
-
-// kvCapacity returns the KV size in tokens that the label list of a
-// cache_config_info sample carries (num_gpu_blocks x block_size; the list
-// from its opening brace), or 0 when either is missing, not a whole
-// number, or out of bounds.
-func kvCapacity(labels string) int {
-	if len(labels) == 0 || labels[0] != '{' {
-		return 0
-	}
-	var blocks, size string
-	for rest := labels[1:]; ; {
-		rest = strings.TrimLeft(rest, ", ")
-		eq := strings.IndexByte(rest, '=')
-		if eq < 0 || eq+1 >= len(rest) || rest[eq+1] != '"' {
-			break // the closing brace, or not a label list
-		}
-		key, val := strings.TrimSpace(rest[:eq]), rest[eq+2:]
-		q := strings.IndexByte(val, '"') // a value with an escaped quote is no number anyway
-		if q < 0 {
-			break
-		}
-		switch key {
-		case "num_gpu_blocks":
-			blocks = val[:q]
-		case "block_size":
-			size = val[:q]
-		}
-		rest = val[q+1:]
-	}
-	b, err1 := strconv.Atoi(blocks)
-	z, err2 := strconv.Atoi(size)
-	if err1 != nil || err2 != nil || b <= 0 || z <= 0 || z > 1<<20 || b > maxKVCapacity/z {
-		return 0
-	}
-	return b * z
 }
 
 // promSource polls every instance's Prometheus exposition (pools[].metrics:

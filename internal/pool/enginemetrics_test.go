@@ -28,10 +28,6 @@ func TestParseEngineMetrics(t *testing.T) {
 		{"sglang token usage", "sglang:token_usage{tp_rank=\"0\"} 0.5\n", scheduler.EngineLoad{KVUsage: 0.5}, true},
 		{"kv usage out of range", "vllm:kv_cache_usage_perc 42\nvllm:kv_cache_usage_perc -0.1\n", scheduler.EngineLoad{}, false},
 		{"llama.cpp", "# HELP llamacpp:requests_processing Number of requests processing.\n# TYPE llamacpp:requests_processing gauge\nllamacpp:prompt_tokens_total 4096\nllamacpp:requests_processing 2\nllamacpp:requests_deferred 5\nllamacpp:n_busy_slots_per_decode 1.5\n", scheduler.EngineLoad{Waiting: 5, Running: 2}, true},
-		{"vllm kv size", "vllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\",num_gpu_blocks=\"7000\"} 1.0\nvllm:kv_cache_usage_perc{model_name=\"m\"} 0.5\n", scheduler.EngineLoad{KVUsage: 0.5, KVCapacity: 112000}, true},
-		{"kv size per rank: the smallest", "vllm:cache_config_info{engine=\"0\",num_gpu_blocks=\"900\",block_size=\"16\"} 1\nvllm:cache_config_info{engine=\"1\",num_gpu_blocks=\"800\",block_size=\"16\"} 1\nvllm:num_requests_running 1\n", scheduler.EngineLoad{Running: 1, KVCapacity: 12800}, true},
-		{"kv size with a brace in another label", "vllm:cache_config_info{a=\"}\",num_gpu_blocks=\"10\",block_size=\"32\"} 1\nvllm:num_requests_running 1\n", scheduler.EngineLoad{Running: 1, KVCapacity: 320}, true},
-		{"kv size malformed", "vllm:cache_config_info{num_gpu_blocks=\"x\",block_size=\"16\"} 1\nvllm:cache_config_info{num_gpu_blocks=\"-5\",block_size=\"16\"} 1\nvllm:cache_config_info{num_gpu_blocks=\"99999999999999\",block_size=\"1048576\"} 1\nvllm:cache_config_info{block_size=\"16\"} 1\nvllm:cache_config_info 1\nvllm:cache_config_info{num_gpu_blocks=\"7\",block_size=16} 1\nvllm:cache_config_info{num_gpu_blocks=\"7\n", scheduler.EngineLoad{}, false},
 		{"other metrics only", "process_cpu_seconds_total 12\n", scheduler.EngineLoad{}, false},
 		{"garbage", "vllm:num_requests_waiting{ NaNx\nvllm:num_requests_waiting -3\n{{{\n", scheduler.EngineLoad{}, false},
 	}
@@ -155,18 +151,4 @@ pools:
 	if len(polls) != 2 {
 		t.Errorf("%d polls within a minute's interval, want 2: the first and the one that confirmed the queue", len(polls))
 	}
-}
-
-// FuzzKVCapacity: any label list gives a size in bounds, or 0, and never a
-// panic.
-func FuzzKVCapacity(f *testing.F) {
-	f.Add(`{block_size="16",num_gpu_blocks="7000"} 1`)
-	f.Add(`{a="}",num_gpu_blocks="10",block_size="32"}`)
-	f.Add(`{num_gpu_blocks="`)
-	f.Add(`{=""`)
-	f.Fuzz(func(t *testing.T, labels string) {
-		if c := kvCapacity(labels); c < 0 || c > maxKVCapacity {
-			t.Fatalf("kvCapacity(%q) = %d, outside [0, %d]", labels, c, maxKVCapacity)
-		}
-	})
 }
