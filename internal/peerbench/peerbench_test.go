@@ -247,6 +247,8 @@ func TestExports(t *testing.T) {
 		{Arrival: 0, InputTokens: 1000, OutputTokens: 400, Blocks: []uint64{7, 8}},
 		{Arrival: 2 * time.Second, InputTokens: 600, OutputTokens: 100, Blocks: []uint64{7, 9}},
 		{Arrival: 4 * time.Second, InputTokens: 1, OutputTokens: 0, Blocks: []uint64{3}},
+		// 10,753 tokens in 22 blocks of 512: 2,688 tokens in 21 of 128.
+		{Arrival: 6 * time.Second, InputTokens: 10753, OutputTokens: 8, Blocks: seq(100, 22)},
 	}}
 	w := Workload{Name: "x", Trace: tr, Scale: 0.25, MaxOutput: 64}
 	var mc bytes.Buffer
@@ -265,6 +267,10 @@ func TestExports(t *testing.T) {
 		{Arrival: 0, InputTokens: 250, OutputTokens: 64, Blocks: []uint64{7, 8}},
 		{Arrival: 500 * time.Millisecond, InputTokens: 150, OutputTokens: 25, Blocks: []uint64{7, 9}},
 		{Arrival: time.Second, InputTokens: 1, OutputTokens: 1, Blocks: []uint64{3}},
+		{Arrival: 1500 * time.Millisecond, InputTokens: 2688, OutputTokens: 2, Blocks: seq(100, 21)},
+	}
+	if len(back.Requests) != len(want) {
+		t.Fatalf("%d requests written, want %d", len(back.Requests), len(want))
 	}
 	for i, r := range back.Requests {
 		if r.Arrival != want[i].Arrival || r.InputTokens != want[i].InputTokens || r.OutputTokens != want[i].OutputTokens || len(r.Blocks) != len(want[i].Blocks) {
@@ -279,8 +285,8 @@ func TestExports(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(pr.String()), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("%d prompt lines, want 3", len(lines))
+	if len(lines) != len(want) {
+		t.Fatalf("%d prompt lines, want %d", len(lines), len(want))
 	}
 	p := replay.NewPrompter(1, 512, 0.25)
 	for i, l := range lines {
@@ -360,4 +366,13 @@ func writeFile(t *testing.T, path string, b []byte) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// seq returns n block ids from first on.
+func seq(first uint64, n int) []uint64 {
+	b := make([]uint64, n)
+	for i := range b {
+		b[i] = first + uint64(i)
+	}
+	return b
 }
