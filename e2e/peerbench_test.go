@@ -404,11 +404,7 @@ func (c peerClient) run(t testing.TB, w peerbench.Workload, url string, qps floa
 			t.Fatal(err)
 		}
 		cmd := exec.Command("bash", script, url, mooncake, fmt.Sprint(qps), dir)
-		// The runner reads the trace's block size from
-		// DUALMAP_AIPERF_BLOCK_SIZE (512, Mooncake's, by default): the
-		// trace written here has its own.
-		cmd.Env = append(os.Environ(), fmt.Sprintf("DUALMAP_PEER_BLOCK_SIZE=%d", bs), fmt.Sprintf("DUALMAP_AIPERF_BLOCK_SIZE=%d", bs),
-			"DUALMAP_PEER_PROMPTS="+prompts)
+		cmd.Env = append(os.Environ(), fmt.Sprintf("DUALMAP_PEER_BLOCK_SIZE=%d", bs), "DUALMAP_PEER_PROMPTS="+prompts)
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Run(); err != nil {

@@ -17,7 +17,9 @@
 # logs) and its console output (aiperf.log) go to OUTDIR.
 #
 #   DUALMAP_AIPERF_MODEL       model name sent (dualmap-sim, as `make run` and `dualmap replay`)
-#   DUALMAP_AIPERF_BLOCK_SIZE  tokens per hash id of a trace (512, Mooncake's)
+#   DUALMAP_AIPERF_BLOCK_SIZE  tokens per hash id of a trace (512, Mooncake's);
+#                              DUALMAP_PEER_BLOCK_SIZE, which `make bench-peer`
+#                              sets to the size of the trace it wrote, wins
 #   DUALMAP_AIPERF_TIMEOUT     per-request timeout in seconds (120, as `dualmap replay`)
 #   DUALMAP_AIPERF_CONCURRENCY cap on requests in flight (unset: none; AIPerf's own)
 #   DUALMAP_AIPERF_WORKERS     AIPerf worker processes (4; AIPerf's own default on 2 cores
@@ -41,7 +43,7 @@ VENV=$(dirname "$(dirname "$AIPERF")")
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 rm -rf "$OUT/artifacts"
-mapfile -t workload_args < <(python3 -B "$here/aiperf_run.py" args "$WORKLOAD" "$RATE" "$OUT" "${DUALMAP_AIPERF_BLOCK_SIZE:-512}")
+mapfile -t workload_args < <(python3 -B "$here/aiperf_run.py" args "$WORKLOAD" "$RATE" "$OUT" "${DUALMAP_PEER_BLOCK_SIZE:-${DUALMAP_AIPERF_BLOCK_SIZE:-512}}")
 [ ${#workload_args[@]} -gt 0 ] || { echo "aiperf-run.sh: cannot use $WORKLOAD" >&2; exit 2; }
 extra=()
 if [ -n "${DUALMAP_AIPERF_CONCURRENCY:-}" ]; then extra+=(--concurrency "$DUALMAP_AIPERF_CONCURRENCY"); fi
