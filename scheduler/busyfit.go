@@ -23,7 +23,8 @@ import (
 // 1.0 s (shared-prefix at 70% of capacity, docs/evaluation.md). The count,
 // not its share of the slots: the limit the router knows changes as it
 // learns it (slots.go). freeSlot (freeslot.go) reads the fit for the
-// instance a request would move to; nothing else does.
+// instance a request would move to, and DualMap's choice inside the
+// candidate set for each candidate (busyExtra).
 type busyFit struct {
 	mu   sync.Mutex  // guards sums
 	sums ewls3       // of TTFT on ahead, own, own x running
@@ -72,6 +73,33 @@ func (in *instance) ownAt(running float64) float64 {
 		return own
 	}
 	return in.est.ahead.own()
+}
+
+// busyExtra is what the estimate's per-token cost leaves out of uncached
+// tokens of a request's own started on in now: the busy fit's cost of a
+// token at the requests it would start beside, over the estimate's, where
+// the admission fit has identified an engine that prefills requests side
+// by side (on a step-bound engine the estimate's decode-batch term already
+// grows with the running sequences); 0 elsewhere. On an engine whose slots
+// are all taken the request starts when one frees, beside about as many as
+// the fit has seen on average, so it is priced at the admission fit's
+// cost, as freeSlot prices the instance it would leave. Never negative:
+// like reach and freeSlot, it only adds what the estimate misses.
+//
+// On llm-d's simulator a long cold prompt's prefill time doubles between
+// an idle engine and a full one; the conversation trace's prompts are
+// mostly cold, so its choice between two candidates is by estimate, and
+// without this term the estimate priced them alike whatever they ran
+// (docs/evaluation.md, "The choice prices a busy engine").
+func (in *instance) busyExtra(uncached int) float64 {
+	if !in.est.ahead.parallel() {
+		return 0
+	}
+	run := in.est.startRunning(in.load())
+	if run < 0 {
+		return in.reprice(uncached)
+	}
+	return in.repriceAt(in.ownAt(run), uncached)
 }
 
 // ownFull is own at the instance's learned limit on running requests

@@ -113,3 +113,71 @@ func TestFreeSlotPricesAColdPrefillAtTheLoadItStartsIn(t *testing.T) {
 		}
 	}
 }
+
+func TestChoicePricesABusyCandidate(t *testing.T) {
+	// A cold prompt of 4,096 tokens and its pair: a runs 14 of 16 with no
+	// prefill pending, b runs 2 with 2,500 tokens pending (0.25 s at the
+	// estimator's 1e-4 s a token). A token costs 1e-4 s on an idle engine
+	// and twice that with every slot taken (llm-d's simulator): on a the
+	// prompt's prefill takes 0.79 s, on b 0.46 s behind the work pending
+	// there, which an engine that prefills side by side barely feels. The
+	// estimate without the busy fit sees only the pending work and picks a.
+	for _, tc := range []struct {
+		name          string
+		parallel      bool
+		teach         bool
+		wantBusyFirst bool // the less busy b wins
+	}{
+		{"busy fit on a parallel engine", true, true, true},
+		{"no busy fit yet", true, false, false},
+		{"step-bound engine", false, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := pairConfig(nil)
+			cfg.Cost.MaxSeqs = 16
+			s, _ := mustNew(t, cfg, 8)
+			q := prompt(31, 3, 0, 8)
+			a, b := pairOf(t, s, q)
+			setRunning(t, s, a, 14)
+			setRunning(t, s, b, 2)
+			loadInstance(t, s, b, 2500)
+			if tc.parallel {
+				fitParallel(t, s, 1e-6)
+			} else {
+				fitParallel(t, s, 1e-4)
+			}
+			if tc.teach {
+				teachBusy(t, s, 16, 1)
+			}
+			want := a
+			if tc.wantBusyFirst {
+				want = b
+			}
+			if d := route(t, s, req(q)); d.Instance != want {
+				t.Fatalf("Submit() = %s (%v), want %s (a %s, b %s)", d.Instance, d.Reason, want, a, b)
+			}
+		})
+	}
+}
+
+func TestBusyExtraIsNeverNegative(t *testing.T) {
+	// An idle engine's cost of a token is below the estimate's learned
+	// average: the term adds nothing rather than a discount.
+	cfg := pairConfig(nil)
+	cfg.Cost.MaxSeqs = 16
+	s, _ := mustNew(t, cfg, 2)
+	fitParallel(t, s, 1e-6)
+	teachBusy(t, s, 16, 1)
+	in := s.byID[pool(2)[0].ID]
+	if got := in.busyExtra(4096); got < 0 || got > 1e-9 {
+		t.Errorf("busyExtra on an idle engine = %g, want 0", got)
+	}
+	setRunning(t, s, in.ID, 15)
+	if got := in.busyExtra(4096); got < 0.37 || got > 0.45 {
+		t.Errorf("busyExtra at 15 of 16 running = %g, want about 0.41 (4,096 tokens at 2e-4 against 1e-4)", got)
+	}
+	setRunning(t, s, in.ID, 16) // full: priced at the admission fit's average cost
+	if got := in.busyExtra(4096); got != in.reprice(4096) {
+		t.Errorf("busyExtra on a full engine = %g, want reprice's %g", got, in.reprice(4096))
+	}
+}

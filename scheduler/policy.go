@@ -70,6 +70,17 @@ func (v *view) ttft(i int32, r *Request, cached int) float64 {
 	return v.members[i].ttft(r.Tokens - cached)
 }
 
+// choiceTTFT is ttft with r's own tokens priced for the requests it would
+// start beside (busyExtra).
+func (v *view) choiceTTFT(i int32, r *Request, cached int) float64 {
+	if v.held == HeldOn || v.held == HeldSplit {
+		cached = min(cached, v.members[i].cachedTokens(r, v.blockSize))
+	}
+	in := v.members[i]
+	u := r.Tokens - cached
+	return in.ttft(u) + in.busyExtra(u)
+}
+
 // minTTFT returns the ready member with the lowest estimated TTFT for r over
 // the whole pool (cache-aware), and that estimate.
 func (v *view) minTTFT(r *Request) (int32, float64) {

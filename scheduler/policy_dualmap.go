@@ -12,7 +12,10 @@ import (
 // provided that one meets the SLO (hopeless = cache: when no candidate
 // meets it, moving the request gains it nothing, so it stays where it costs
 // the least work). Equal cached prefixes (the cold case included) go to the
-// lower estimated TTFT. With overflow "global", a request whose candidates
+// lower estimated TTFT. On an engine that prefills requests side by side
+// the candidates' estimates price the request's own tokens at what the
+// busy fit has learned for the requests it would start beside there
+// (busyExtra, busyfit.go). With overflow "global", a request whose candidates
 // would all miss the SLO goes to the instance with the lowest estimated
 // TTFT in the whole pool: an escape valve for a prefix too hot for its set.
 // A hot key that key depth cannot split and that is replicated over several
@@ -101,7 +104,7 @@ func (d *dualMap) pick(v *view, r *Request, cands []int32) (choice, error) {
 	maxCached := 0
 	for k, c := range cands {
 		cached[k] = v.cached(c, r)
-		est[k] = v.ttft(c, r, cached[k])
+		est[k] = v.choiceTTFT(c, r, cached[k])
 		maxCached = max(maxCached, cached[k])
 	}
 	// Cached prefixes within tie x prompt of the longest count as equal:
