@@ -23,8 +23,8 @@ import (
 // 1.0 s (shared-prefix at 70% of capacity, docs/evaluation.md). The count,
 // not its share of the slots: the limit the router knows changes as it
 // learns it (slots.go). freeSlot (freeslot.go) reads the fit for the
-// instance a request would move to, and DualMap's choice inside the
-// candidate set for each candidate (busyExtra).
+// instance a request would move to, and DualMap's choice between
+// candidates for a prompt cold on all of them (busyExtra, coldPick).
 type busyFit struct {
 	mu   sync.Mutex  // guards sums
 	sums ewls3       // of TTFT on ahead, own, own x running
@@ -87,10 +87,11 @@ func (in *instance) ownAt(running float64) float64 {
 // like reach and freeSlot, it only adds what the estimate misses.
 //
 // On llm-d's simulator a long cold prompt's prefill time doubles between
-// an idle engine and a full one; the conversation trace's prompts are
+// an idle engine and a full one. The conversation trace's prompts are
 // mostly cold, so its choice between two candidates is by estimate, and
-// without this term the estimate priced them alike whatever they ran
-// (docs/evaluation.md, "The choice prices a busy engine").
+// without this term the estimate priced a long prompt alike on a candidate
+// running two requests and one running fourteen (docs/evaluation.md, "A
+// cold prompt's choice prices a busy engine").
 func (in *instance) busyExtra(uncached int) float64 {
 	if !in.est.ahead.parallel() {
 		return 0

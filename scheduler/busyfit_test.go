@@ -181,3 +181,38 @@ func TestBusyExtraIsNeverNegative(t *testing.T) {
 		t.Errorf("busyExtra on a full engine = %g, want reprice's %g", got, in.reprice(4096))
 	}
 }
+
+func TestWarmChoiceIgnoresTheBusyFit(t *testing.T) {
+	// The same pair, with 6 of the prompt's 8 blocks cached on both: the
+	// prompt is not cold (cached beyond the tie), so the estimate alone
+	// decides, as it did before the busy fit was read. The work pending on
+	// b is chosen so that the estimate picks a and the busy fit would pick b.
+	cfg := pairConfig(nil)
+	cfg.Cost.MaxSeqs = 16
+	q := prompt(32, 4, 6, 8)
+	for pending := 0; pending <= 4000; pending += 50 {
+		s, _ := mustNew(t, cfg, 8)
+		a, b := pairOf(t, s, q)
+		for _, id := range []string{a, b} {
+			if err := s.AddCached(id, q[:6]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		setRunning(t, s, a, 14)
+		setRunning(t, s, b, 2)
+		loadInstance(t, s, b, pending)
+		fitParallel(t, s, 1e-6)
+		teachBusy(t, s, 16, 1)
+		ia, ib := s.byID[a], s.byID[b]
+		u := 2 * 512
+		ea, eb := ia.ttft(u), ib.ttft(u)
+		if !(ea < eb && ea+ia.busyExtra(u) > eb+ib.busyExtra(u)) {
+			continue
+		}
+		if d := route(t, s, req(q)); d.Instance != a {
+			t.Fatalf("pending %d on b: Submit() = %s (%v), want %s, the estimate's choice for a warm prompt", pending, d.Instance, d.Reason, a)
+		}
+		return
+	}
+	t.Fatal("no pending work on b separates the estimate's choice from the busy fit's")
+}

@@ -64,21 +64,16 @@ func (v *view) cached(i int32, r *Request) int {
 // cached of its tokens as cached returned it: unless under HeldEstimate,
 // the estimate counts held blocks as uncached.
 func (v *view) ttft(i int32, r *Request, cached int) float64 {
-	if v.held == HeldOn || v.held == HeldSplit {
-		cached = min(cached, v.members[i].cachedTokens(r, v.blockSize))
-	}
-	return v.members[i].ttft(r.Tokens - cached)
+	return v.members[i].ttft(v.uncachedFor(i, r, cached))
 }
 
-// choiceTTFT is ttft with r's own tokens priced for the requests it would
-// start beside (busyExtra).
-func (v *view) choiceTTFT(i int32, r *Request, cached int) float64 {
+// uncachedFor is the uncached tokens of r that ttft prices on member i
+// with cached of them held there.
+func (v *view) uncachedFor(i int32, r *Request, cached int) int {
 	if v.held == HeldOn || v.held == HeldSplit {
 		cached = min(cached, v.members[i].cachedTokens(r, v.blockSize))
 	}
-	in := v.members[i]
-	u := r.Tokens - cached
-	return in.ttft(u) + in.busyExtra(u)
+	return r.Tokens - cached
 }
 
 // minTTFT returns the ready member with the lowest estimated TTFT for r over

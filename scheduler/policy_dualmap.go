@@ -12,10 +12,10 @@ import (
 // provided that one meets the SLO (hopeless = cache: when no candidate
 // meets it, moving the request gains it nothing, so it stays where it costs
 // the least work). Equal cached prefixes (the cold case included) go to the
-// lower estimated TTFT. On an engine that prefills requests side by side
-// the candidates' estimates price the request's own tokens at what the
-// busy fit has learned for the requests it would start beside there
-// (busyExtra, busyfit.go). With overflow "global", a request whose candidates
+// lower estimated TTFT; for a prompt cold on every candidate, on an engine
+// that prefills requests side by side, with its own tokens priced at what
+// the busy fit has learned for the requests it would start beside there
+// (coldPick; busyExtra in busyfit.go). With overflow "global", a request whose candidates
 // would all miss the SLO goes to the instance with the lowest estimated
 // TTFT in the whole pool: an escape valve for a prefix too hot for its set.
 // A hot key that key depth cannot split and that is replicated over several
@@ -104,7 +104,7 @@ func (d *dualMap) pick(v *view, r *Request, cands []int32) (choice, error) {
 	maxCached := 0
 	for k, c := range cands {
 		cached[k] = v.cached(c, r)
-		est[k] = v.choiceTTFT(c, r, cached[k])
+		est[k] = v.ttft(c, r, cached[k])
 		maxCached = max(maxCached, cached[k])
 	}
 	// Cached prefixes within tie x prompt of the longest count as equal:
@@ -148,6 +148,9 @@ func (d *dualMap) pick(v *view, r *Request, cands []int32) (choice, error) {
 		pick, reason = byTTFT, ReasonLoad
 	case allEqual:
 		pick, reason = byTTFT, ReasonTie
+		if float64(maxCached) <= d.Tie*float64(r.Tokens) {
+			pick = coldPick(v, r, cands, cached[:len(cands)], est[:len(cands)], byTTFT)
+		}
 		if d.Home > 0 && float64(maxCached) <= d.Tie*float64(r.Tokens) {
 			// Cold everywhere, as far as the router knows: a long prompt
 			// stays home unless the home is far worse, or misses the SLO
@@ -213,3 +216,16 @@ func hotPick(v *view, r *Request, cands []int32, cached int) int {
 
 var _ policy = (*dualMap)(nil)
 var _ rebalancing = (*dualMap)(nil)
+
+// coldPick returns the candidate with the lowest estimated TTFT for a
+// prompt cold on every candidate, its own tokens priced for the requests
+// it would start beside (busyExtra); byTTFT where that adds nothing.
+func coldPick(v *view, r *Request, cands []int32, cached []int, est []float64, byTTFT int) int {
+	best, bestT := byTTFT, math.Inf(1)
+	for k, c := range cands {
+		if t := est[k] + v.members[c].busyExtra(v.uncachedFor(c, r, cached[k])); t < bestT {
+			best, bestT = k, t
+		}
+	}
+	return best
+}
