@@ -99,14 +99,16 @@ func (d *dualMap) pick(v *view, r *Request, cands []int32) (choice, error) {
 	if len(cands) == 0 {
 		return choice{}, ErrNoEndpoint
 	}
-	var cached [maxCandidates]int
+	var cached, uncached [maxCandidates]int
 	var est [maxCandidates]float64
 	maxCached := 0
 	for k, c := range cands {
 		cached[k] = v.cached(c, r)
-		est[k] = v.ttft(c, r, cached[k])
+		uncached[k] = v.uncachedFor(c, r, cached[k]) // what the estimate prices
+		est[k] = v.members[c].ttft(uncached[k])
 		maxCached = max(maxCached, cached[k])
 	}
+	cold := float64(maxCached) <= d.Tie*float64(r.Tokens)
 	// Cached prefixes within tie x prompt of the longest count as equal:
 	// a shared system prompt of a few hundred tokens is not worth a
 	// hotspot. Among the longest, the lowest estimate.
@@ -148,10 +150,10 @@ func (d *dualMap) pick(v *view, r *Request, cands []int32) (choice, error) {
 		pick, reason = byTTFT, ReasonLoad
 	case allEqual:
 		pick, reason = byTTFT, ReasonTie
-		if float64(maxCached) <= d.Tie*float64(r.Tokens) {
-			pick = coldPick(v, r, cands, cached[:len(cands)], est[:len(cands)], byTTFT)
+		if cold {
+			pick = coldPick(v, cands, uncached[:len(cands)], est[:len(cands)], byTTFT)
 		}
-		if d.Home > 0 && float64(maxCached) <= d.Tie*float64(r.Tokens) {
+		if d.Home > 0 && cold {
 			// Cold everywhere, as far as the router knows: a long prompt
 			// stays home unless the home is far worse, or misses the SLO
 			// where the lowest estimate meets it.
@@ -218,12 +220,13 @@ var _ policy = (*dualMap)(nil)
 var _ rebalancing = (*dualMap)(nil)
 
 // coldPick returns the candidate with the lowest estimated TTFT for a
-// prompt cold on every candidate, its own tokens priced for the requests
-// it would start beside (busyExtra); byTTFT where that adds nothing.
-func coldPick(v *view, r *Request, cands []int32, cached []int, est []float64, byTTFT int) int {
+// prompt cold on every candidate (est, for uncached of its tokens there),
+// its own tokens priced for the requests it would start beside
+// (busyExtra); byTTFT where that adds nothing.
+func coldPick(v *view, cands []int32, uncached []int, est []float64, byTTFT int) int {
 	best, bestT := byTTFT, math.Inf(1)
 	for k, c := range cands {
-		if t := est[k] + v.members[c].busyExtra(v.uncachedFor(c, r, cached[k])); t < bestT {
+		if t := est[k] + v.members[c].busyExtra(uncached[k]); t < bestT {
 			best, bestT = k, t
 		}
 	}
