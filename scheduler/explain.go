@@ -30,6 +30,13 @@ type Candidate struct {
 	PendingTokens int
 	// EstimatedTTFT is the estimated time to first token there.
 	EstimatedTTFT time.Duration
+	// BusyExtra is what the instance's busy fit adds to that estimate for
+	// the request's uncached tokens there, beside the requests it would
+	// start with (busyfit.go); 0 unless the engine was measured to prefill
+	// requests side by side. DualMap's choice adds it for a prompt cold on
+	// every candidate only (coldPick), so there the chosen candidate is
+	// the one with the lowest EstimatedTTFT + BusyExtra.
+	BusyExtra time.Duration
 }
 
 // explain fills e from a placement's candidates; chosen is the member index
@@ -39,8 +46,9 @@ func (p *picker) explain(e *Explain, r *Request, cands []int32, chosen int32) {
 	for k, c := range cands {
 		in := p.members[c]
 		cached := r.pview.cached(c, r)
+		uncached := r.pview.uncachedFor(c, r, cached)
 		e.Candidates[k] = Candidate{ID: in.ID, CachedTokens: cached, PendingTokens: in.load().ahead,
-			EstimatedTTFT: seconds(r.pview.ttft(c, r, cached))}
+			EstimatedTTFT: seconds(in.ttft(uncached)), BusyExtra: seconds(in.busyExtra(uncached))}
 		if c == chosen {
 			e.Chosen = k
 		}

@@ -33,3 +33,50 @@ func TestExplainFilledOnlyWhenAsked(t *testing.T) {
 		t.Error("a request without Explain got one")
 	}
 }
+
+func TestExplainShowsTheBusyPrice(t *testing.T) {
+	// TestChoicePricesABusyCandidate's pair: on a parallel engine with the
+	// busy fit learned, the cold prompt goes to b, whose plain estimate is
+	// the higher one; the explanation must show what tipped it.
+	for _, parallel := range []bool{true, false} {
+		cfg := pairConfig(nil)
+		cfg.Cost.MaxSeqs = 16
+		s, _ := mustNew(t, cfg, 8)
+		q := prompt(31, 3, 0, 8)
+		a, b := pairOf(t, s, q)
+		setRunning(t, s, a, 14)
+		setRunning(t, s, b, 2)
+		loadInstance(t, s, b, 2500)
+		if parallel {
+			fitParallel(t, s, 1e-6)
+		} else {
+			fitParallel(t, s, 1e-4)
+		}
+		teachBusy(t, s, 16, 1)
+		var e Explain
+		r := req(q)
+		r.Explain = &e
+		d := route(t, s, r)
+		if e.N != 2 || e.Chosen < 0 {
+			t.Fatalf("parallel %v: Explain N = %d, Chosen = %d", parallel, e.N, e.Chosen)
+		}
+		by := map[string]Candidate{}
+		for _, c := range e.Candidates[:e.N] {
+			by[c.ID] = c
+		}
+		ca, cb := by[a], by[b]
+		if !parallel {
+			if ca.BusyExtra != 0 || cb.BusyExtra != 0 || d.Instance != a {
+				t.Errorf("step-bound: chose %s, busy extras %v and %v; want %s and none", d.Instance, ca.BusyExtra, cb.BusyExtra, a)
+			}
+			continue
+		}
+		if d.Instance != b || cb.EstimatedTTFT <= ca.EstimatedTTFT {
+			t.Fatalf("parallel: chose %s with estimates a %v, b %v; want b (%s) with the higher plain estimate", d.Instance, ca.EstimatedTTFT, cb.EstimatedTTFT, b)
+		}
+		if ca.EstimatedTTFT+ca.BusyExtra <= cb.EstimatedTTFT+cb.BusyExtra {
+			t.Errorf("parallel: estimate + busy extra a %v + %v, b %v + %v: want b's sum the lower (what the choice compared)",
+				ca.EstimatedTTFT, ca.BusyExtra, cb.EstimatedTTFT, cb.BusyExtra)
+		}
+	}
+}

@@ -172,15 +172,15 @@ func (rc *recorder) traceDecided(start time.Time, r *scheduler.Request, dec sche
 		sp.AddEvent("dualmap.migrated", trace.WithAttributes(attribute.String("dualmap.instance", dec.Instance)))
 	}
 	// The candidates' figures as comma-separated lists in ring order, all
-	// four written into one buffer and turned into one string that the
+	// five written into one buffer and turned into one string that the
 	// attributes share (no reflection, one allocation: slice attributes
 	// cost several each).
 	e2 := &rc.tr.explain
 	var buf [1024]byte
 	b := buf[:0]
 	n := min(e2.N, len(e2.Candidates))
-	var ends [4]int
-	for list := range 4 {
+	var ends [5]int
+	for list := range 5 {
 		for i := range n {
 			if i > 0 {
 				b = append(b, ',')
@@ -195,6 +195,8 @@ func (rc *recorder) traceDecided(start time.Time, r *scheduler.Request, dec sche
 				b = strconv.AppendInt(b, int64(c.PendingTokens), 10)
 			case 3:
 				b = strconv.AppendFloat(b, c.EstimatedTTFT.Seconds(), 'f', 4, 64)
+			case 4:
+				b = strconv.AppendFloat(b, c.BusyExtra.Seconds(), 'f', 4, 64)
 			}
 		}
 		ends[list] = len(b)
@@ -213,6 +215,7 @@ func (rc *recorder) traceDecided(start time.Time, r *scheduler.Request, dec sche
 		attribute.String("dualmap.candidates.cached_tokens", all[ends[0]:ends[1]]),
 		attribute.String("dualmap.candidates.pending_tokens", all[ends[1]:ends[2]]),
 		attribute.String("dualmap.candidates.estimated_ttft_s", all[ends[2]:ends[3]]),
+		attribute.String("dualmap.candidates.busy_extra_s", all[ends[3]:ends[4]]),
 	)
 }
 

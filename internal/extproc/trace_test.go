@@ -96,7 +96,7 @@ func TestTraceRouteSpan(t *testing.T) {
 		t.Errorf("input tokens %v, status %v", a["gen_ai.usage.input_tokens"].String(), a["http.response.status_code"].String())
 	}
 	cands := strings.Split(a["dualmap.candidates"].AsString(), ",")
-	for _, k := range []attribute.Key{"dualmap.candidates.cached_tokens", "dualmap.candidates.pending_tokens", "dualmap.candidates.estimated_ttft_s"} {
+	for _, k := range []attribute.Key{"dualmap.candidates.cached_tokens", "dualmap.candidates.pending_tokens", "dualmap.candidates.estimated_ttft_s", "dualmap.candidates.busy_extra_s"} {
 		if n := len(strings.Split(a[k].AsString(), ",")); n != 4 {
 			t.Errorf("%s = %q: %d figures, want one per candidate (4)", k, a[k].AsString(), n)
 		}
