@@ -133,19 +133,7 @@ func TestChoicePricesABusyCandidate(t *testing.T) {
 		{"step-bound engine", false, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := pairConfig(nil)
-			cfg.Cost.MaxSeqs = 16
-			s, _ := mustNew(t, cfg, 8)
-			q := prompt(31, 3, 0, 8)
-			a, b := pairOf(t, s, q)
-			setRunning(t, s, a, 14)
-			setRunning(t, s, b, 2)
-			loadInstance(t, s, b, 2500)
-			if tc.parallel {
-				fitParallel(t, s, 1e-6)
-			} else {
-				fitParallel(t, s, 1e-4)
-			}
+			s, q, a, b := busyPair(t, tc.parallel)
 			if tc.teach {
 				teachBusy(t, s, 16, 1)
 			}
@@ -158,6 +146,28 @@ func TestChoicePricesABusyCandidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// busyPair is TestChoicePricesABusyCandidate's set-up: a cold prompt q and
+// its pair, a running 14 of 16 with nothing pending, b running 2 with 2,500
+// tokens pending, on an engine whose admission fit reads work ahead as
+// nearly free (parallel) or as costly as a request's own tokens.
+func busyPair(t *testing.T, parallel bool) (s *Scheduler, q []uint64, a, b string) {
+	t.Helper()
+	cfg := pairConfig(nil)
+	cfg.Cost.MaxSeqs = 16
+	s, _ = mustNew(t, cfg, 8)
+	q = prompt(31, 3, 0, 8)
+	a, b = pairOf(t, s, q)
+	setRunning(t, s, a, 14)
+	setRunning(t, s, b, 2)
+	loadInstance(t, s, b, 2500)
+	if parallel {
+		fitParallel(t, s, 1e-6)
+	} else {
+		fitParallel(t, s, 1e-4)
+	}
+	return s, q, a, b
 }
 
 func TestBusyExtraIsNeverNegative(t *testing.T) {

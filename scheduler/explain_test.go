@@ -39,19 +39,7 @@ func TestExplainShowsTheBusyPrice(t *testing.T) {
 	// busy fit learned, the cold prompt goes to b, whose plain estimate is
 	// the higher one; the explanation must show what tipped it.
 	for _, parallel := range []bool{true, false} {
-		cfg := pairConfig(nil)
-		cfg.Cost.MaxSeqs = 16
-		s, _ := mustNew(t, cfg, 8)
-		q := prompt(31, 3, 0, 8)
-		a, b := pairOf(t, s, q)
-		setRunning(t, s, a, 14)
-		setRunning(t, s, b, 2)
-		loadInstance(t, s, b, 2500)
-		if parallel {
-			fitParallel(t, s, 1e-6)
-		} else {
-			fitParallel(t, s, 1e-4)
-		}
+		s, q, a, b := busyPair(t, parallel)
 		teachBusy(t, s, 16, 1)
 		var e Explain
 		r := req(q)
