@@ -151,7 +151,7 @@ func (d *dualMap) pick(v *view, r *Request, cands []int32) (choice, error) {
 	case allEqual:
 		pick, reason = byTTFT, ReasonTie
 		if cold {
-			pick = coldPick(v, cands, uncached[:len(cands)], est[:len(cands)], byTTFT)
+			pick = coldPick(v, cands, uncached[:len(cands)], est[:len(cands)])
 		}
 		if d.Home > 0 && cold {
 			// Cold everywhere, as far as the router knows: a long prompt
@@ -222,9 +222,9 @@ var _ rebalancing = (*dualMap)(nil)
 // coldPick returns the candidate with the lowest estimated TTFT for a
 // prompt cold on every candidate (est, for uncached of its tokens there),
 // its own tokens priced for the requests it would start beside
-// (busyExtra); byTTFT where that adds nothing.
-func coldPick(v *view, cands []int32, uncached []int, est []float64, byTTFT int) int {
-	best, bestT := byTTFT, math.Inf(1)
+// (busyExtra); where that adds nothing, the lowest est, as byTTFT.
+func coldPick(v *view, cands []int32, uncached []int, est []float64) int {
+	best, bestT := 0, math.Inf(1)
 	for k, c := range cands {
 		if t := est[k] + v.members[c].busyExtra(uncached[k]); t < bestT {
 			best, bestT = k, t
